@@ -1,0 +1,1 @@
+"""nbgrader exercise kit."""

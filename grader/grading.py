@@ -1,0 +1,107 @@
+"""Where a grade comes from: a verdict per graded cell, from the student's values and the
+reference values. Nothing here knows where the values were computed (the student's
+kernel or a replay), so the same rules serve both.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from . import lecture, spec
+from .compare import MISSING, Comparison, compare
+
+# Exercise 4's training check: the loss after the capped run must have fallen this much
+# below the loss at initialisation (about 3.3 -> below 2.9 in 1,000 steps when right).
+TRAINING_DROP = 0.3
+
+
+@dataclass
+class Verdict:
+    grade_id: str
+    score: float
+    max_score: float
+    lines: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        mark = "PASS" if self.score == self.max_score else "FAIL"
+        return "\n".join([f"{mark} {self.grade_id}: {_pts(self.score)}/{_pts(self.max_score)} points"]
+                         + [f"  {line}" for line in self.lines])
+
+
+def _pts(x: float) -> str:
+    return f"{x:g}"
+
+
+def gradient_verdict(gradient: spec.Gradient, value, reference: torch.Tensor) -> Verdict:
+    cmp = compare(gradient.name, value, reference, zero_ok_reason=spec.ZERO_GRADIENTS.get(gradient.name))
+    return _from_comparison(gradient, cmp)
+
+
+def _from_comparison(gradient: spec.Gradient, cmp: Comparison) -> Verdict:
+    lines = [cmp.line()]
+    if not cmp.ok and cmp.problem not in ("mismatch",):
+        lines.append(cmp.message())
+    return Verdict(gradient.grade_id, gradient.points if cmp.ok else 0.0, gradient.points, lines)
+
+
+# ---------------------------------------------------------------- exercise 4
+@dataclass
+class Ex4Run:
+    """The student's manual_backward called once on a batch, and autograd's answer."""
+    grads: dict[str, object]          # parameter name -> student's value (or MISSING)
+    reference: dict[str, torch.Tensor]
+    error: str | None = None
+
+
+def run_ex4(fn, params: dict, Xb: torch.Tensor, Yb: torch.Tensor) -> Ex4Run:
+    v = lecture.cross_entropy_forward(params, Xb, Yb, track=True)
+    v["loss"].backward()
+    reference = {k: v[k].grad.detach().clone() for k in spec.EX4_PARAMETERS}
+    missing = {k: MISSING for k in spec.EX4_PARAMETERS}
+    if not callable(fn):
+        return Ex4Run(missing, reference, f"{spec.EX4_FUNCTION} is not defined as a function")
+    inputs = {k: (t.detach().clone() if isinstance(t, torch.Tensor) else t)
+              for k, t in v.items() if k in spec.EX4_ARGUMENTS}
+    try:
+        kwargs = _accepted(fn, inputs)
+        with torch.no_grad():
+            out = fn(**kwargs)
+        out = list(out)
+    except Exception as e:  # the student's code: any failure is a message, not a crash
+        return Ex4Run(missing, reference, f"{spec.EX4_FUNCTION} raised {type(e).__name__}: {e}")
+    if len(out) != len(spec.EX4_PARAMETERS):
+        return Ex4Run(missing, reference, f"{spec.EX4_FUNCTION} returned {len(out)} values, "
+                      f"expected {len(spec.EX4_PARAMETERS)}: [d{', d'.join(spec.EX4_PARAMETERS)}]")
+    return Ex4Run(dict(zip(spec.EX4_PARAMETERS, out)), reference)
+
+
+def _accepted(fn, inputs: dict) -> dict:
+    params = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return inputs
+    return {k: inputs[k] for k in params if k in inputs}
+
+
+def ex4_verdict(gradient: spec.Gradient, run: Ex4Run) -> Verdict:
+    verdict = gradient_verdict(gradient, run.grads[gradient.target], run.reference[gradient.target])
+    if run.error:
+        verdict.lines = [run.error]
+    return verdict
+
+
+def training_verdict(lossi, *, initial_loss: float) -> Verdict:
+    check = spec.TRAINING
+    losses = [10 ** x for x in lossi] if lossi else []
+    if not losses:
+        return Verdict(check.grade_id, 0.0, check.points, ["the training loop recorded no loss"])
+    tail = losses[-max(1, len(losses) // 10):]
+    final = sum(tail) / len(tail)
+    if not math.isfinite(final):
+        return Verdict(check.grade_id, 0.0, check.points, ["the training loss became NaN or inf"])
+    ok = final <= initial_loss - TRAINING_DROP
+    line = (f"loss {initial_loss:.3f} at initialisation, {final:.3f} averaged over the last "
+            f"{len(tail)} of {len(losses)} steps (needs to fall below {initial_loss - TRAINING_DROP:.3f})")
+    return Verdict(check.grade_id, check.points if ok else 0.0, check.points, [line])

@@ -1,0 +1,77 @@
+"""The exercise, defined once: every graded gradient, its grade id and its points.
+
+Everything else (the notebook's test cells, the replay, the hints, the report, the
+tests) derives from this list, so a grade id or a point value changes here only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ASSIGNMENT = "backprop_ninja"
+NOTEBOOK = "backprop_ninja"
+
+
+@dataclass(frozen=True)
+class Gradient:
+    exercise: int
+    name: str      # the student's variable, e.g. "dlogprobs"
+    target: str    # the tensor it is the gradient of, e.g. "logprobs"
+    points: float
+
+    @property
+    def grade_id(self) -> str:
+        return f"ex{self.exercise}_{self.name}"
+
+
+# Exercise 1 in the lecture's backward order: each gradient needs only those before it.
+_EX1 = [
+    "logprobs", "probs", "counts_sum_inv", "counts_sum", "counts", "norm_logits",
+    "logit_maxes", "logits", "h", "W2", "b2", "hpreact", "bngain", "bnraw", "bnbias",
+    "bnvar_inv", "bnvar", "bndiff2", "bndiff", "bnmeani", "hprebn", "embcat", "W1",
+    "b1", "emb", "C",
+]
+# Exercise 4 returns the parameter gradients in the order of the lecture's `parameters`.
+EX4_PARAMETERS = ["C", "W1", "b1", "W2", "b2", "bngain", "bnbias"]
+
+GRADIENTS: list[Gradient] = (
+    [Gradient(1, "d" + t, t, 1.0) for t in _EX1]
+    + [Gradient(2, "dlogits", "logits", 2.0), Gradient(3, "dhprebn", "hprebn", 2.0)]
+    + [Gradient(4, "d" + t, t, 1.0) for t in EX4_PARAMETERS]
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A graded cell that is not one gradient."""
+    exercise: int
+    name: str
+    points: float
+
+    @property
+    def grade_id(self) -> str:
+        return f"ex{self.exercise}_{self.name}"
+
+
+# Exercise 4's training run: the loss must fall when the net learns with the student's backward.
+TRAINING = Check(4, "training", 1.0)
+
+GRADED: list[Gradient | Check] = GRADIENTS + [TRAINING]
+BY_GRADE_ID: dict[str, Gradient | Check] = {g.grade_id: g for g in GRADED}
+ANSWER_CELLS = {ex: f"ex{ex}_solution" for ex in (1, 2, 3, 4)}
+
+# Gradients that are mathematically zero: autograd returns float noise, zeros are right too.
+ZERO_GRADIENTS = {"dlogit_maxes": "the max trick does not change the loss",
+                  "db1": "BatchNorm subtracts the batch mean, which cancels b1"}
+
+# Exercise 4's backward is a function the locked training loop calls with these keywords.
+EX4_FUNCTION = "manual_backward"
+EX4_ARGUMENTS = ["Xb", "Yb", "emb", "embcat", "hprebn", "bnvar_inv", "bnraw", "h", "logits",
+                 "C", "W1", "b1", "W2", "b2", "bngain", "bnbias"]
+
+
+def exercise_points(exercise: int) -> float:
+    return sum(g.points for g in GRADED if g.exercise == exercise)
+
+
+def total_points() -> float:
+    return sum(g.points for g in GRADED)
