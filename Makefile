@@ -1,0 +1,53 @@
+# Backprop Ninja kit. `make demo` and `make test` do everything on a fresh machine.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# nbgrader shells out to alembic: the virtualenv's bin/ must be on PATH.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+# Bring your own names.txt: `make demo NAMES_TXT=/path/to/names.txt` (or export NAMES_TXT).
+NAMES_TXT ?=
+export NAMES_TXT
+ASSIGNMENT := backprop_ninja
+DATA := source/$(ASSIGNMENT)/names.txt
+
+.PHONY: demo test venv data release samples autograde feedback export report clean-run
+
+demo: release samples autograde feedback export report
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+data: venv
+	$(PY) -m grader.data $(DATA)
+
+release: data
+	nbgrader generate_assignment $(ASSIGNMENT) --force
+
+samples: venv
+	$(PY) -m grader.samples .
+
+autograde: venv
+	nbgrader autograde $(ASSIGNMENT) --force
+
+feedback: venv
+	nbgrader generate_feedback $(ASSIGNMENT) --force
+
+export: venv
+	mkdir -p exports
+	nbgrader export --to exports/grades.csv
+
+report: venv
+	@echo; echo "Grades (also in exports/grades.csv; feedback in feedback/<student>/):"
+	@$(PY) -m grader.report .
+
+test: data
+	$(PY) -m pytest -q
+
+# Forget every run-time state (submissions, grades, feedback); keeps the release.
+clean-run:
+	rm -rf submitted autograded/*/ feedback exports gradebook.db

@@ -1,0 +1,81 @@
+"""Build student submissions from the release notebook: the demo's sample class and the
+test corpus. A submission is the release notebook with each answer stub replaced by code
+derived from the instructor's reference solution by explicit, checked text edits.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from . import spec
+
+_BEGIN, _END = "### BEGIN SOLUTION", "### END SOLUTION"
+_STUB = re.compile(r"^(?P<indent>[ \t]*)# YOUR CODE HERE\n(?P=indent)raise NotImplementedError\(\)$", re.M)
+
+
+def reference_answers(source_nb: nbformat.NotebookNode) -> dict[str, str]:
+    """The reference solution region of each answer cell, by grade id, dedented to column 0."""
+    answers = {}
+    for cell in source_nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and _BEGIN in cell.source:
+            lines = cell.source.split("\n")
+            b = next(i for i, l in enumerate(lines) if l.strip() == _BEGIN)
+            e = next(i for i, l in enumerate(lines) if l.strip() == _END)
+            indent = len(lines[b]) - len(lines[b].lstrip())
+            answers[meta["grade_id"]] = "\n".join(l[indent:] for l in lines[b + 1:e])
+    return answers
+
+
+def fill(release_nb: nbformat.NotebookNode, answers: dict[str, str]) -> nbformat.NotebookNode:
+    """The release notebook with the stub of each named answer cell replaced."""
+    nb = nbformat.from_dict(release_nb)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            m = _STUB.search(cell.source)
+            if m is None:
+                raise ValueError(f"answer cell {gid} has no stub to replace")
+            code = "\n".join(m["indent"] + l if l else l for l in answers[gid].split("\n"))
+            cell.source = cell.source[:m.start()] + code + cell.source[m.end():]
+    return nb
+
+
+@dataclass
+class Sample:
+    """One student's submission: the reference answers with edits, or no answers at all."""
+    student: str
+    description: str
+    edits: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    blank: bool = False            # submits the release unchanged
+
+    def answers(self, reference: dict[str, str]) -> dict[str, str]:
+        if self.blank:
+            return {}
+        out = dict(reference)
+        for gid, pairs in self.edits.items():
+            for old, new in pairs:
+                if old not in out[gid]:
+                    raise ValueError(f"{self.student}: {old!r} is not in the reference {gid}")
+                out[gid] = out[gid].replace(old, new)
+        return out
+
+    def notebook(self, *, source_nb, release_nb) -> nbformat.NotebookNode:
+        return fill(release_nb, self.answers(reference_answers(source_nb)))
+
+
+def write_submissions(samples: list[Sample], *, course: Path, submitted: Path | None = None) -> list[Path]:
+    """Write each sample as nbgrader expects: submitted/<student>/<assignment>/<notebook>.ipynb."""
+    source_nb = nbformat.read(course / "source" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb", 4)
+    release_nb = nbformat.read(course / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb", 4)
+    submitted = submitted or course / "submitted"
+    paths = []
+    for s in samples:
+        path = submitted / s.student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(s.notebook(source_nb=source_nb, release_nb=release_nb), path)
+        paths.append(path)
+    return paths
