@@ -49,15 +49,20 @@ class Comparison:
         return head + text
 
     def message(self) -> str:
-        exp = _fmt(self.expected_shape)
-        return {
-            "missing": f"{self.name} is not defined",
-            "none": f"{self.name} is None; assign it a tensor of shape {exp}",
-            "not_tensor": f"{self.name} is not a torch tensor",
-            "shape": f"wrong shape {_fmt(self.shape)}, expected {exp}",
-            "nonfinite": f"{self.name} contains NaN or inf",
-            "mismatch": f"values differ from the reference (maxdiff {self.maxdiff:.3g})",
-        }.get(self.problem or "", "matches the reference")
+        exp, p = _fmt(self.expected_shape), self.problem
+        if p == "missing":
+            return f"{self.name} is not defined"
+        if p == "none":
+            return f"{self.name} is None; assign it a tensor of shape {exp}"
+        if p == "not_tensor":
+            return f"{self.name} is not a torch tensor"
+        if p == "shape":
+            return f"wrong shape {_fmt(self.shape)}, expected {exp}"
+        if p == "nonfinite":
+            return f"{self.name} contains NaN or inf"
+        if p == "mismatch":
+            return f"values differ from the reference (maxdiff {self.maxdiff:.3g})"
+        return "matches the reference"
 
 
 def _fmt(shape) -> str:
