@@ -24,6 +24,12 @@ class _Missing:
 MISSING = _Missing()
 
 
+class Foreign:
+    """Stands for a value that is not a tensor, known only by its type's name."""
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+
 @dataclass
 class Comparison:
     name: str
@@ -87,7 +93,7 @@ def compare(name: str, value, reference: torch.Tensor, *, zero_ok_reason: str | 
         return Comparison(name, False, "none", expected_shape=exp)
     if not isinstance(value, torch.Tensor):
         return Comparison(name, False, "not_tensor", expected_shape=exp,
-                          notes=(f"got {type(value).__name__}",))
+                          notes=(f"got {getattr(value, 'type_name', type(value).__name__)}",))
     shape = tuple(value.shape)
     fitted = as_reference_shape(value, reference.shape)
     if fitted is None:
@@ -95,8 +101,10 @@ def compare(name: str, value, reference: torch.Tensor, *, zero_ok_reason: str | 
     notes = []
     if shape != exp:
         notes.append(f"shape {_fmt(shape)} accepted for {_fmt(exp)}: only size-1 dims differ")
+    if fitted.is_complex():
+        return Comparison(name, False, "not_tensor", shape=shape, expected_shape=exp, notes=("got a complex tensor",))
     v = fitted.detach().to(torch.float64)
-    if v.is_complex() or not bool(torch.isfinite(v).all()):
+    if not bool(torch.isfinite(v).all()):
         return Comparison(name, False, "nonfinite", shape=shape, expected_shape=exp)
     r = reference.detach().to(torch.float64)
     exact = bool(torch.equal(fitted.detach().to(reference.dtype), reference.detach()))

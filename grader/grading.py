@@ -24,6 +24,8 @@ class Verdict:
     score: float
     max_score: float
     lines: list[str] = field(default_factory=list)
+    hint: str | None = None
+    carried: bool = False       # credited for a right rule that received a wrong input
 
     def text(self) -> str:
         mark = "PASS" if self.score == self.max_score else "FAIL"
@@ -45,6 +47,31 @@ def _from_comparison(gradient: spec.Gradient, cmp: Comparison) -> Verdict:
     if not cmp.ok and cmp.problem not in ("mismatch",):
         lines.append(cmp.message())
     return Verdict(gradient.grade_id, gradient.points if cmp.ok else 0.0, gradient.points, lines)
+
+
+def decide(gradient: spec.Gradient, *, main, reference: torch.Tensor, local=None,
+           wrong_inputs: list[str] = (), carried_credit: float = 1.0, hint=None) -> Verdict:
+    """The replay's verdict. `main` is what the student's notebook computed; `local` what
+    their code computed when every upstream gradient was replaced by the correct one.
+    `hint` is called only for a failure, with the value that shows the student's rule."""
+    zero = spec.ZERO_GRADIENTS.get(gradient.name)
+    cm = compare(gradient.name, main, reference, zero_ok_reason=zero)
+    if cm.ok:
+        return _from_comparison(gradient, cm)
+    cl = compare(gradient.name, local, reference, zero_ok_reason=zero) if local is not None else None
+    if cl is not None and cl.ok:
+        why = (f"your rule is right; it received a wrong {' and a wrong '.join(f'`{w}`' for w in wrong_inputs)}"
+               if wrong_inputs else "your rule is right when it is given correct upstream gradients")
+        score = round(gradient.points * carried_credit, 6)
+        return Verdict(gradient.grade_id, score, gradient.points,
+                       [cm.line(), f"{why} (credit for a carried error: {score:g}/{gradient.points:g})"],
+                       carried=True)
+    text = hint(local if local is not None and cl.problem != "missing" else main) if hint else None
+    verdict = _from_comparison(gradient, cm)
+    if text:
+        verdict.hint = text
+        verdict.lines = [cm.line(), f"hint: {text}"]
+    return verdict
 
 
 # ---------------------------------------------------------------- exercise 4
@@ -69,6 +96,8 @@ def run_ex4(fn, params: dict, Xb: torch.Tensor, Yb: torch.Tensor) -> Ex4Run:
         kwargs = _accepted(fn, inputs)
         with torch.no_grad():
             out = fn(**kwargs)
+        if out is None:
+            return Ex4Run(missing, reference, f"{spec.EX4_FUNCTION} returned None: it needs `return [dC, dW1, db1, dW2, db2, dbngain, dbnbias]`")
         out = list(out)
     except Exception as e:  # the student's code: any failure is a message, not a crash
         return Ex4Run(missing, reference, f"{spec.EX4_FUNCTION} raised {type(e).__name__}: {e}")

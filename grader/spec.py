@@ -75,3 +75,10 @@ def exercise_points(exercise: int) -> float:
 
 def total_points() -> float:
     return sum(g.points for g in GRADED)
+
+# Locked cells the replay does not run: they call autograd, or only report (exercise 4's
+# training is replayed by the grader's own loop with the student's manual_backward).
+KERNEL_ONLY_CELLS = {"autograd", "ex1_check", "ex2_check", "ex3_check", "ex4_gradcheck",
+                     "ex4_train", "ex4_calibrate", "ex4_eval", "ex4_sample"}
+# The locked cell that sets the batch size; the replay may change it (same shapes by default).
+BATCH_CELL = "batch"

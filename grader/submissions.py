@@ -30,9 +30,14 @@ def reference_answers(source_nb: nbformat.NotebookNode) -> dict[str, str]:
     return answers
 
 
-def fill(release_nb: nbformat.NotebookNode, answers: dict[str, str]) -> nbformat.NotebookNode:
-    """The release notebook with the stub of each named answer cell replaced."""
+def fill(release_nb: nbformat.NotebookNode, answers: dict[str, str],
+         added: list[tuple[str, str]] = ()) -> nbformat.NotebookNode:
+    """The release notebook with the stub of each named answer cell replaced, and the
+    student's own cells (after_grade_id, source) inserted."""
     nb = nbformat.from_dict(release_nb)
+    for after, source in added:
+        at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == after)
+        nb.cells.insert(at + 1, nbformat.v4.new_code_cell(source))
     for cell in nb.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")
         if gid in answers:
@@ -51,11 +56,13 @@ class Sample:
     description: str
     edits: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     blank: bool = False            # submits the release unchanged
+    replace: dict[str, str] = field(default_factory=dict)        # whole answers of their own
+    added: list[tuple[str, str]] = field(default_factory=list)  # their own cells: (after grade id, code)
 
     def answers(self, reference: dict[str, str]) -> dict[str, str]:
         if self.blank:
             return {}
-        out = dict(reference)
+        out = dict(reference, **self.replace)
         for gid, pairs in self.edits.items():
             for old, new in pairs:
                 if old not in out[gid]:
@@ -64,7 +71,7 @@ class Sample:
         return out
 
     def notebook(self, *, source_nb, release_nb) -> nbformat.NotebookNode:
-        return fill(release_nb, self.answers(reference_answers(source_nb)))
+        return fill(release_nb, self.answers(reference_answers(source_nb)), self.added)
 
 
 def write_submissions(samples: list[Sample], *, course: Path, submitted: Path | None = None) -> list[Path]:

@@ -1,0 +1,93 @@
+"""One short hint per failed gradient, from the student's value against the reference.
+
+The value judged here is the student's rule given correct inputs where we have it (the
+local run), so the hint describes their rule, not a mistake they inherited.
+"""
+from __future__ import annotations
+
+import difflib
+
+import torch
+
+from .compare import ATOL, RTOL, as_reference_shape
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.allclose(a.double(), b.double(), rtol=RTOL, atol=ATOL))
+
+
+def missing(name: str, *, names: list[str], errors: list[dict], cell: str | None = None) -> str:
+    raised = [e for e in errors if name in e.get("assigns", [])]
+    if raised:
+        e = raised[0]
+        return f"the statement that assigns {name} ({e['cell']}, line {e['line']}) raised {e['error']}"
+    candidates = [x for x in names if x != name and x.startswith("d")]
+    similar = difflib.get_close_matches(name, candidates, n=3, cutoff=0.75)
+    if similar:
+        return f"{name} is not defined; your notebook defines {', '.join(f'`{s}`' for s in similar)}: a typo?"
+    stopped = [e for e in errors if e.get("cell") == cell]
+    if stopped:
+        e = stopped[0]
+        stub = " (is the `raise NotImplementedError()` stub still there?)" if "NotImplementedError" in e["error"] else ""
+        return f"{name} is not defined: {e['cell']} raised {e['error']} at line {e['line']}{stub}"
+    return f"{name} is not defined: assign it in the answer cell"
+
+
+def factors(n: int) -> list[tuple[float, str]]:
+    return [(n / (n - 1), "n/(n-1): Bessel's correction, the variance divides by n-1, not n"),
+            ((n - 1) / n, "(n-1)/n: Bessel's correction, the variance divides by n-1, not n"),
+            (float(n), "n: the loss is a mean over the batch, divide by n once"),
+            (1.0 / n, "1/n: the loss is a mean over the batch, divide by n once, not twice"),
+            (-1.0, "-1: the sign is flipped"),
+            (2.0, "2"), (0.5, "1/2"),
+            (float(n - 1), "n-1"), (1.0 / (n - 1), "1/(n-1)")]
+
+
+def shape_hint(value: torch.Tensor, reference: torch.Tensor) -> str | None:
+    s, e = tuple(value.shape), tuple(reference.shape)
+    if value.dim() == 2 and s == e[::-1] and _close(value.T, reference):
+        return f"transposed: you have {s}, expected {e}; for Z = A @ B, dA = dZ @ B.T and dB = A.T @ dZ"
+    vector = lambda shape: sum(d != 1 for d in shape) <= 1
+    if vector(s) and vector(e) and value.numel() != reference.numel():
+        return (f"summed over the wrong dimension? you have shape {s}, expected {e}: sum over the "
+                f"dimension that was broadcast in the forward pass (keepdim=True keeps it)")
+    return None
+
+
+def value_hint(name: str, value: torch.Tensor, reference: torch.Tensor, *, n: int,
+               branches: dict[str, torch.Tensor] | None = None,
+               mistakes: dict[str, torch.Tensor] | None = None,
+               aliases: list[list[str]] = (), n_seen=None) -> str:
+    v = as_reference_shape(value, reference.shape)
+    if v is None:
+        return shape_hint(value, reference) or f"wrong shape {tuple(value.shape)}, expected {tuple(reference.shape)}"
+    v, r = v.double(), reference.double()
+    if not bool(torch.isfinite(v).all()):
+        return f"{name} contains NaN or inf"
+    for a, b in aliases:
+        if name in (a, b):
+            other = b if name == a else a
+            return (f"{name} and {other} are the same tensor in memory: one was assigned from the other "
+                    f"without .clone(), and a later += changed both")
+    if float(v.abs().max()) == 0.0 and float(r.abs().max()) > ATOL:
+        return f"{name} is all zeros"
+    if n_seen is not None and n_seen != n:
+        return f"`n` is {n_seen!r} when this cell runs, not the batch size {n}: did a loop variable named n overwrite it?"
+    for label, alt in (mistakes or {}).items():
+        if _close(v, alt.double()):
+            return label
+    if branches and len(branches) > 1:
+        for via, part in branches.items():
+            if _close(v, part.double()):
+                others = " and ".join(f"`{o}`" for o in branches if o != via)
+                return (f"you have the part of the gradient through `{via}` but not the part through "
+                        f"{others}: a variable used twice gets both gradients added (+=)")
+    rr = float((r * r).sum())
+    if rr > 0:
+        c = float((v * r).sum()) / rr
+        if _close(v, c * r) and abs(c - 1) > 1e-3:
+            for f, label in factors(n):
+                if abs(c - f) <= 1e-3 * abs(f):
+                    return f"off by a factor of {label}"
+            return f"off by a constant factor of about {c:.4g}"
+    return f"values differ from the reference (maxdiff {float((v - r).abs().max()):.3g})"

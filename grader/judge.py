@@ -1,0 +1,441 @@
+"""The judge: grades decided outside the student's process, on fresh inputs.
+
+It draws fresh parameters and a fresh batch, computes the reference gradients here, has
+the replay run the student's cells on the same inputs in another process, then compares,
+credits carried errors, and explains each failure. Nothing the student's code does can
+reach the comparisons: they happen in this process, on values loaded as plain tensors.
+"""
+from __future__ import annotations
+
+import ast
+import atexit
+import hashlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from . import grading, hints, lecture, spec
+from .cells import strip_magics
+from .compare import MISSING, Foreign
+from .mistakes import known_mistakes
+from .scan import Finding, scan_source
+
+EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
+EVAL_EXAMPLES = 4000
+TRAINING_DROP = grading.TRAINING_DROP
+
+
+@dataclass
+class Settings:
+    seed: int
+    batch_size: int = lecture.BATCH_SIZE
+    run_timeout: float = 30.0           # one run of the replay (the student's cells once)
+    total_timeout: float = 600.0        # the whole replay of one submission
+    train_steps: int = 100
+    carried_credit: float = 1.0         # share of a gradient's points for a right rule fed a wrong input
+
+
+def seed_for(student: str, salt: str) -> int:
+    """Fresh inputs per student, the same on every re-run (grading is idempotent)."""
+    return int.from_bytes(hashlib.sha256(f"{salt}:{student}".encode()).digest()[:4], "big") + 1
+
+
+# ------------------------------------------------------------ fresh inputs and references
+_datasets: dict[tuple, lecture.Dataset] = {}
+
+
+def dataset(names_txt: Path) -> lecture.Dataset:
+    key = (str(names_txt), names_txt.stat().st_mtime_ns)
+    if key not in _datasets:
+        _datasets.clear()
+        _datasets[key] = lecture.load_dataset(names_txt.read_text().splitlines())
+    return _datasets[key]
+
+
+@dataclass
+class Fresh:
+    values: dict
+    grads: dict
+    branches: dict
+    ex4_inputs: dict
+    ex4_reference: dict
+    train: dict
+    eval_X: torch.Tensor
+    eval_Y: torch.Tensor
+    initial_eval_loss: float
+
+
+def fresh_inputs(ds: lecture.Dataset, s: Settings) -> Fresh:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the replay computes single-threaded: same bits where it can
+    try:
+        params, g = lecture.init_params(seed=s.seed, vocab_size=ds.vocab_size)
+        Xb, Yb = lecture.draw_batch(ds.Xtr, ds.Ytr, g, s.batch_size)
+        values, grads = lecture.autograd_grads(params, Xb, Yb)
+        _, branches = lecture.manual_grads(values)
+        p4, g4 = lecture.init_params(seed=s.seed + 1, vocab_size=ds.vocab_size, n_hidden=lecture.N_HIDDEN_TRAIN)
+        X4, Y4 = lecture.draw_batch(ds.Xtr, ds.Ytr, g4, s.batch_size)
+        v4 = lecture.cross_entropy_forward(p4, X4, Y4, track=True)
+        v4["loss"].backward()
+        ex4_reference = {k: v4[k].grad.detach().clone() for k in spec.EX4_PARAMETERS}
+        ex4_inputs = {k: v4[k].detach().clone() for k in spec.EX4_ARGUMENTS}
+        p5, _ = lecture.init_params(seed=s.seed + 2, vocab_size=ds.vocab_size, n_hidden=lecture.N_HIDDEN_TRAIN)
+        eval_X, eval_Y = ds.Xdev[:EVAL_EXAMPLES], ds.Ydev[:EVAL_EXAMPLES]
+        initial = float(lecture.cross_entropy_forward(p5, eval_X, eval_Y)["loss"])
+    finally:
+        torch.set_num_threads(threads)
+    return Fresh(values, grads, branches, ex4_inputs, ex4_reference,
+                 dict(p5, Xtr=ds.Xtr, Ytr=ds.Ytr), eval_X, eval_Y, initial)
+
+
+# ------------------------------------------------------------ the replay plan
+@dataclass
+class ReplayCell:
+    label: str
+    kind: str            # "locked", "answer", "added"
+    grade_id: str | None
+    source: str
+    seeded: bool = False  # the judge changed it: it depends on the submission's seed
+
+
+class _Reseed(ast.NodeTransformer):
+    """The locked cells, as the instructor wrote them, with the judge's seed and batch size."""
+    def __init__(self, seed: int, batch_size: int | None):
+        self.seed, self.batch_size = seed, batch_size
+
+    def visit_Constant(self, node):
+        if node.value == lecture.LECTURE_SEED and type(node.value) is int:
+            return ast.copy_location(ast.Constant(self.seed), node)
+        return node
+
+    def visit_Assign(self, node):
+        if (self.batch_size and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "batch_size"):
+            node.value = ast.copy_location(ast.Constant(self.batch_size), node.value)
+        return self.generic_visit(node)
+
+
+def reseed(source: str, seed: int, batch_size: int | None = None) -> str:
+    tree = _Reseed(seed, batch_size).visit(ast.parse(strip_magics(source)))
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def replay_cells(cells, s: Settings) -> list[ReplayCell]:
+    """What the replay runs, in notebook order: locked cells (re-seeded) but those that use
+    autograd or only report, the answer cells, and every cell the student added."""
+    out, last = [], "the top"
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        gid = meta.get("grade_id")
+        if cell.get("cell_type") != "code":
+            last = gid or last
+            continue
+        if meta.get("solution"):
+            out.append(ReplayCell(gid, "answer", gid, cell["source"]))
+        elif meta.get("grade"):
+            pass  # test cells: the judge grades, not the cell
+        elif meta.get("locked"):
+            if gid not in spec.KERNEL_ONLY_CELLS:
+                bs = s.batch_size if gid == spec.BATCH_CELL else None
+                source = reseed(cell["source"], s.seed, bs)
+                out.append(ReplayCell(gid, "locked", gid, source, seeded=source != reseed(cell["source"], s.seed + 1, bs)))
+        else:
+            out.append(ReplayCell(f"your cell after {last}", "added", None, cell["source"]))
+        last = gid or last
+    return out
+
+
+def run_order() -> list[str]:
+    """Runs in this order so that no run is handed the correct value of a gradient whose
+    own run is still to come: the student's notebook as is, then one run per exercise-1
+    gradient in backward order, exercise 3's (given dhpreact) before anything gets dhprebn."""
+    names = [g.name for g in EX1 if lecture.upstream(g.target)]
+    cut = names.index("dhprebn") + 1
+    return ["main"] + [f"local:{x}" for x in names[:cut]] + ["ex3"] + [f"local:{x}" for x in names[cut:]]
+
+
+# ------------------------------------------------------------ running it
+@dataclass
+class RunResult:
+    status: str
+    meta: dict = field(default_factory=dict)
+    tensors: dict = field(default_factory=dict)
+
+    def value(self, key: str):
+        info = self.meta.get("values", {}).get(key)
+        if info is None or info["kind"] == "missing":
+            return MISSING
+        if info["kind"] == "none":
+            return None
+        if info["kind"] == "other":
+            return Foreign(info.get("type", "?"))
+        return self.tensors.get(key, MISSING)
+
+
+@dataclass
+class ReplayOutput:
+    runs: dict[str, RunResult]
+    setup_errors: list[dict]
+    seconds: float
+    problem: str | None = None
+
+
+Launcher = Callable[[list[str]], subprocess.Popen]
+
+
+def launch_plain(cmd: list[str]) -> subprocess.Popen:
+    """Start the replay server as a plain child process (a later step wraps it in a sandbox)."""
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH")}
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+
+
+class ReplayServer:
+    """A warm `python -m grader.replay --serve`: torch imported and the shared setup cells
+    run once, then one fork per submission. Restarted if a submission kills it."""
+
+    def __init__(self, prefix: list[dict], launcher: Launcher = launch_plain):
+        self.prefix, self.launcher = prefix, launcher
+        self.home = Path(tempfile.mkdtemp(prefix="replay-server-"))
+        self.proc: subprocess.Popen | None = None
+
+    def _start(self, names_txt: Path) -> None:
+        shutil.copy(names_txt, self.home / "names.txt")
+        self.proc = self.launcher([sys.executable, "-m", "grader.replay", "--serve"])
+        self._send({"prefix": self.prefix, "data_dir": str(self.home)})
+        ready = self._receive(120.0)
+        if not ready.get("ready"):
+            self.close()
+            raise RuntimeError(f"the replay server did not start: {ready}")
+
+    def replay(self, workdir: Path, *, names_txt: Path, timeout: float) -> str:
+        if self.proc is None or self.proc.poll() is not None:
+            self._start(names_txt)
+        try:
+            self._send({"workdir": str(workdir), "timeout": timeout})
+            return self._receive(timeout + 30.0).get("status", "no status")
+        except (OSError, ValueError, TimeoutError) as e:
+            self.close()  # a submission that takes the server down costs only itself
+            return f"the replay server stopped: {e}"
+
+    def _send(self, obj: dict) -> None:
+        self.proc.stdin.write(json.dumps(obj) + "\n")
+        self.proc.stdin.flush()
+
+    def _receive(self, timeout: float) -> dict:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise TimeoutError(f"no answer in {timeout:g} s")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise OSError("the server exited")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+            self.proc = None
+
+
+_servers: dict[str, ReplayServer] = {}
+
+
+def server_for(prefix: list[dict], launcher: Launcher) -> ReplayServer:
+    key = json.dumps([prefix, getattr(launcher, "__name__", repr(launcher))])
+    if key not in _servers:
+        _servers[key] = ReplayServer(prefix, launcher)
+    return _servers[key]
+
+
+@atexit.register
+def _close_servers() -> None:
+    for server in _servers.values():
+        server.close()
+        shutil.rmtree(server.home, ignore_errors=True)
+
+
+def warm_prefix(cells: list[ReplayCell]) -> list[dict]:
+    """The leading locked cells that do not depend on the seed: the same for every submission."""
+    prefix = []
+    for c in cells:
+        if c.kind != "locked" or c.seeded or c.grade_id == spec.BATCH_CELL:
+            break
+        prefix.append(c.__dict__)
+    return prefix
+
+
+def run_replay(cells: list[ReplayCell], fresh: Fresh, s: Settings, *, names_txt: Path,
+               launcher: Launcher = launch_plain) -> ReplayOutput:
+    work = Path(tempfile.mkdtemp(prefix="replay-"))
+    try:
+        data_dir = work / "data"
+        data_dir.mkdir()
+        shutil.copy(names_txt, data_dir / "names.txt")
+        first = next((i for i, c in enumerate(cells) if c.kind == "answer"), len(cells))
+        plan = {"cells": [c.__dict__ for c in cells], "first_answer": first, "runs": run_order(),
+                "run_timeout": s.run_timeout, "data_dir": str(data_dir), "train_seed": s.seed + 3,
+                "train_steps": s.train_steps}
+        (work / "plan.json").write_text(json.dumps(plan))
+        inject = {"d" + k: v for k, v in fresh.grads.items()}
+        torch.save({"inject": inject, "ex4": fresh.ex4_inputs, "train": fresh.train}, work / "inputs.pt")
+        t0 = time.perf_counter()
+        server = server_for(warm_prefix(cells), launcher)
+        status = server.replay(work, names_txt=names_txt, timeout=s.total_timeout)
+        seconds = time.perf_counter() - t0
+        problem = None if status == "ok" else f"the replay of this submission {status}"
+        runs = {name: _load_run(work / "out", name) for name in plan["runs"]}
+        setup = _load_run(work / "out", "setup")
+        return ReplayOutput(runs, setup.meta.get("errors", []), seconds, problem)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _tail(b: bytes) -> str:
+    return b.decode(errors="replace").strip().splitlines()[-1][:300] if b and b.strip() else "no message"
+
+
+def _load_run(out: Path, name: str) -> RunResult:
+    safe = name.replace(":", "_")
+    status_file = out / f"{safe}.status"
+    status = status_file.read_text() if status_file.exists() else ("ok" if name == "setup" else "did not run")
+    try:
+        meta = json.loads((out / f"{safe}.json").read_text())
+        tensors = torch.load(out / f"{safe}.pt", weights_only=True)  # plain tensors only: no code runs here
+        tensors = {k: v for k, v in tensors.items() if isinstance(k, str) and type(v) is torch.Tensor}
+    except Exception:  # a run that died or wrote garbage has no values
+        return RunResult(status if status != "ok" else "ended without a result", {}, {})
+    return RunResult(status, meta, tensors)
+
+
+# ------------------------------------------------------------ the verdicts
+@dataclass
+class Record:
+    student: str
+    seed: int
+    verdicts: dict[str, grading.Verdict]
+    findings: list[Finding]
+    suspicious: list[str]
+    replay_seconds: float
+    problems: list[str]
+
+    def to_json(self) -> dict:
+        return {"student": self.student, "seed": self.seed, "replay_seconds": round(self.replay_seconds, 3),
+                "score": sum(v.score for v in self.verdicts.values()),
+                "max_score": sum(v.max_score for v in self.verdicts.values()),
+                "problems": self.problems, "suspicious": self.suspicious,
+                "findings": [f.text() for f in self.findings],
+                "verdicts": {k: {"score": v.score, "max_score": v.max_score, "carried": v.carried,
+                                 "hint": v.hint, "lines": v.lines} for k, v in self.verdicts.items()}}
+
+
+def judge_submission(cells, *, student: str, settings: Settings, names_txt: Path,
+                     in_kernel: dict[str, float] | None = None, launcher: Launcher = launch_plain) -> Record:
+    fresh = fresh_inputs(dataset(names_txt), settings)
+    plan = replay_cells(cells, settings)
+    out = run_replay(plan, fresh, settings, names_txt=names_txt, launcher=launcher)
+    verdicts = _verdicts(out, fresh, settings)
+    findings = [f for c in plan if c.kind in ("answer", "added") for f in scan_source(c.label, c.source)]
+    problems = [out.problem] if out.problem else []
+    problems += [f"run {k}: {r.status}" for k, r in out.runs.items() if r.status != "ok"]
+    suspicious = [f"autograd or a dynamic trick in an answer cell: {f.text()}"
+                  for f in findings if f.cell in spec.ANSWER_CELLS.values()]
+    for gid, score in (in_kernel or {}).items():
+        v = verdicts.get(gid)
+        if v and score >= v.max_score and v.score < v.max_score:
+            suspicious.append(f"{gid} matched autograd in the student's kernel but fails on fresh inputs")
+    return Record(student, settings.seed, verdicts, findings, suspicious, out.seconds, problems)
+
+
+def _verdicts(out: ReplayOutput, fresh: Fresh, s: Settings) -> dict[str, grading.Verdict]:
+    main = out.runs["main"]
+    names, aliases, n_at = main.meta.get("names", []), main.meta.get("aliases", []), main.meta.get("n_at", {})
+    n = s.batch_size
+    errors = out.setup_errors + [e for r in out.runs.values() for e in r.meta.get("errors", [])]
+    main_errors = out.setup_errors + main.meta.get("errors", [])
+    verdicts: dict[str, grading.Verdict] = {}
+    ex1_cell = spec.ANSWER_CELLS[1]
+    main_ok = {}
+
+    def hint_for(name, target, ref, branches=None, cell=None, errs=main_errors):
+        def make(value):
+            if value is MISSING:
+                return hints.missing(name, names=names, errors=errs, cell=cell)
+            if not isinstance(value, torch.Tensor):
+                return None
+            return hints.value_hint(name, value, ref, n=n, branches=branches, aliases=aliases,
+                                    mistakes=known_mistakes(name, fresh.values, fresh.grads),
+                                    n_seen=n_at.get(cell) if cell else None)
+        return make
+
+    for g in EX1:
+        ref = fresh.grads[g.target]
+        value = main.value(f"{ex1_cell}/{g.name}")
+        local_run = out.runs.get(f"local:{g.name}")
+        local = local_run.value(g.name) if local_run else None
+        parents = [f"d{c}" for c in lecture.consumers(g.target) if c != "loss"]
+        wrong = [p for p in parents if not main_ok.get(p, True)]
+        branches = fresh.branches.get(g.target) if len(lecture.consumers(g.target)) > 1 else None
+        errs = main_errors + (local_run.meta.get("errors", []) if local_run else [])
+        v = grading.decide(g, main=value, reference=ref, local=local, wrong_inputs=wrong,
+                           carried_credit=s.carried_credit,
+                           hint=hint_for(g.name, g.target, ref, branches, ex1_cell, errs))
+        main_ok[g.name] = v.score == g.points and not v.carried
+        verdicts[g.grade_id] = v
+
+    ex2 = next(g for g in spec.GRADIENTS if g.exercise == 2)
+    verdicts[ex2.grade_id] = grading.decide(
+        ex2, main=main.value(f"{spec.ANSWER_CELLS[2]}/dlogits"), reference=fresh.grads["logits"],
+        hint=hint_for("dlogits", "logits", fresh.grads["logits"], cell=spec.ANSWER_CELLS[2]))
+    ex3 = next(g for g in spec.GRADIENTS if g.exercise == 3)
+    r3 = out.runs["ex3"]
+    verdicts[ex3.grade_id] = grading.decide(
+        ex3, main=r3.value("dhprebn"), reference=fresh.grads["hprebn"],
+        hint=hint_for("dhprebn", "hprebn", fresh.grads["hprebn"], cell=spec.ANSWER_CELLS[3],
+                      errs=main_errors + r3.meta.get("errors", [])))
+    if verdicts[ex3.grade_id].score == ex3.points:
+        verdicts[ex3.grade_id].lines.append("judged with the correct dhpreact")
+
+    ex4_error = main.meta.get("ex4_error") or (None if main.status == "ok" else f"the replay run {main.status}")
+    for g in (g for g in spec.GRADIENTS if g.exercise == 4):
+        ref = fresh.ex4_reference[g.target]
+        v = grading.decide(g, main=main.value(f"ex4/{g.name}"), reference=ref,
+                           hint=hint_for(g.name, g.target, ref))
+        if ex4_error and v.score < v.max_score:
+            v.lines, v.hint = [ex4_error], ex4_error
+        verdicts[g.grade_id] = v
+    verdicts[spec.TRAINING.grade_id] = _training_verdict(main, fresh, ex4_error)
+    return verdicts
+
+
+def _training_verdict(main: RunResult, fresh: Fresh, ex4_error: str | None) -> grading.Verdict:
+    check = spec.TRAINING
+    params = {k: main.tensors.get(f"train/{k}") for k in spec.EX4_PARAMETERS}
+    problem = ex4_error or main.meta.get("train_error")
+    if problem or any(p is None for p in params.values()):
+        return grading.Verdict(check.grade_id, 0.0, check.points, [problem or "training produced no parameters"],
+                               hint=problem)
+    try:
+        final = float(lecture.cross_entropy_forward(params, fresh.eval_X, fresh.eval_Y)["loss"])
+    except Exception as e:  # parameters of the wrong shape
+        return grading.Verdict(check.grade_id, 0.0, check.points, [f"the trained parameters are unusable: {e}"])
+    ok = final == final and final <= fresh.initial_eval_loss - TRAINING_DROP
+    line = (f"trained with your manual_backward: loss {fresh.initial_eval_loss:.3f} "
+            f"-> {final:.3f} on {EVAL_EXAMPLES} validation examples (needs a drop of {TRAINING_DROP})")
+    return grading.Verdict(check.grade_id, check.points if ok else 0.0, check.points, [line],
+                           hint=None if ok else "the loss does not fall: check the update direction and the gradients")

@@ -1,0 +1,319 @@
+"""The replay: the student's notebook run again on fresh inputs, in a separate process.
+
+This module runs in the *untrusted* process (`python -m grader.replay WORKDIR`). It decides
+nothing: it executes the cells of the plan the judge wrote (locked cells from the
+instructor's notebook with the judge's seed, the student's answer and added cells), and
+writes what the student's code produced. The judge compares in its own process.
+
+Each run forks from the state after the setup cells, so a crash, an exit or an in-place
+edit in one run cannot touch another. Statements run one at a time: one that raises costs
+only what depends on it.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from . import lecture, spec
+from .cells import strip_magics
+
+EX1_NAMES = [g.name for g in spec.GRADIENTS if g.exercise == 1]
+SNAPSHOT = {spec.ANSWER_CELLS[1]: EX1_NAMES, spec.ANSWER_CELLS[2]: ["dlogits"],
+            spec.ANSWER_CELLS[3]: ["dhprebn"]}
+
+
+class _NoIPython:
+    """Magics are not part of the answer: the replay ignores them."""
+    def __getattr__(self, name):
+        return lambda *a, **k: None
+
+
+
+def _export(value):
+    """A plain, detached copy of what the student left, safe to hand to the judge."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        if type(t) is not torch.Tensor:
+            t = t.as_subclass(torch.Tensor)
+        return {"kind": "tensor"}, t.clone().contiguous()
+    if value is None:
+        return {"kind": "none"}, None
+    return {"kind": "other", "type": type(value).__name__}, None
+
+
+class Runner:
+    def __init__(self, plan: dict, inputs: dict):
+        self.plan, self.inputs = plan, inputs
+        self.errors: list[dict] = []
+
+    # ------------------------------------------------------------ executing cells
+    def run_cell(self, ns: dict, cell: dict, inject: dict | None = None) -> None:
+        label = cell["label"]
+        try:
+            tree = ast.parse(strip_magics(cell["source"]), filename=label)
+        except SyntaxError as e:
+            self.errors.append({"cell": label, "line": e.lineno, "error": f"SyntaxError: {e.msg}", "assigns": []})
+            return
+        for stmt in tree.body:
+            if inject:
+                for k, v in inject.items():  # a fresh copy before every statement
+                    ns[k] = v.clone()
+            try:
+                exec(compile(ast.Module([stmt], []), label, "exec"), ns)
+            except BaseException as e:  # noqa: BLE001 - the student's code: record, go on
+                if isinstance(e, KeyboardInterrupt):
+                    raise
+                self.errors.append({"cell": label, "line": stmt.lineno,
+                                    "error": f"{type(e).__name__}: {e}"[:300],
+                                    "assigns": sorted(_assigned(stmt))})
+
+    def setup(self, ns: dict, start: int = 0) -> dict:
+        for cell in self.plan["cells"][start: self.plan["first_answer"]]:
+            self.run_cell(ns, cell)
+        return ns
+
+    # ------------------------------------------------------------ the runs
+    def run(self, ns: dict, name: str) -> tuple[dict, dict]:
+        """Execute one run in this (forked) process; return (meta, tensors)."""
+        meta: dict = {"values": {}, "names": [], "aliases": [], "n_at": {}}
+        tensors: dict = {}
+        cells = self.plan["cells"][self.plan["first_answer"]:]
+        kind, _, target = name.partition(":")
+        for cell in cells:
+            gid = cell.get("grade_id")
+            if gid in SNAPSHOT or gid == spec.ANSWER_CELLS[4]:
+                meta["n_at"][gid] = ns.get("n") if isinstance(ns.get("n"), int) else repr(ns.get("n"))[:40]
+            if kind == "local":
+                if gid == spec.ANSWER_CELLS[1]:
+                    self.run_cell(ns, cell, self._inject(target))
+                    self._snapshot(ns, [target], meta, tensors)
+                    return meta, tensors
+                self.run_cell(ns, cell)
+                continue
+            if kind == "ex3" and gid == spec.ANSWER_CELLS[3]:
+                self.run_cell(ns, cell, {"dhpreact": self.inputs["inject"]["dhpreact"]})
+                self._snapshot(ns, ["dhprebn"], meta, tensors)
+                return meta, tensors
+            self.run_cell(ns, cell)
+            if kind == "main" and gid in SNAPSHOT:
+                self._snapshot(ns, SNAPSHOT[gid], meta, tensors, prefix=f"{gid}/")
+        if kind == "main":
+            meta["names"] = sorted(k for k in ns if isinstance(k, str) and not k.startswith("_"))[:2000]
+            self._exercise4(ns, meta, tensors)
+        return meta, tensors
+
+    def _inject(self, target: str) -> dict:
+        up = lecture.upstream(target[1:])
+        return {"d" + t: v for t, v in ((t, self.inputs["inject"].get("d" + t)) for t in up) if v is not None}
+
+    def _snapshot(self, ns, names, meta, tensors, prefix=""):
+        seen = {}
+        for name in names:
+            value = ns.get(name, _MISSING)
+            if value is _MISSING:
+                meta["values"][prefix + name] = {"kind": "missing"}
+                continue
+            info, t = _export(value)
+            meta["values"][prefix + name] = info
+            if t is not None:
+                tensors[prefix + name] = t
+                ptr = value.untyped_storage().data_ptr()
+                if ptr in seen and value.numel():
+                    meta["aliases"].append([seen[ptr], name])
+                seen.setdefault(ptr, name)
+
+    def _exercise4(self, ns, meta, tensors):
+        fn = ns.get(spec.EX4_FUNCTION)
+        ex4 = self.inputs["ex4"]
+        if not callable(fn):
+            meta["ex4_error"] = f"{spec.EX4_FUNCTION} is not defined as a function"
+            return
+        try:
+            out = list(_call(fn, {k: v.clone() for k, v in ex4.items() if k in spec.EX4_ARGUMENTS}))
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            meta["ex4_error"] = f"{spec.EX4_FUNCTION} raised {type(e).__name__}: {e}"[:300]
+            return
+        if len(out) != len(spec.EX4_PARAMETERS):
+            meta["ex4_error"] = (f"{spec.EX4_FUNCTION} returned {len(out)} values, expected "
+                                 f"{len(spec.EX4_PARAMETERS)}: [d{', d'.join(spec.EX4_PARAMETERS)}]")
+            return
+        for pname, value in zip(spec.EX4_PARAMETERS, out):
+            info, t = _export(value)
+            meta["values"][f"ex4/d{pname}"] = info
+            if t is not None:
+                tensors[f"ex4/d{pname}"] = t
+        self._train(fn, meta, tensors)
+
+    def _train(self, fn, meta, tensors):
+        """A short run of the lecture's training loop with the student's backward."""
+        tr = self.inputs["train"]
+        params = {k: tr[k].clone() for k in spec.EX4_PARAMETERS}
+        g = torch.Generator().manual_seed(int(self.plan["train_seed"]))
+        try:
+            for _ in range(int(self.plan["train_steps"])):
+                Xb, Yb = lecture.draw_batch(tr["Xtr"], tr["Ytr"], g)
+                v = lecture.cross_entropy_forward(params, Xb, Yb)
+                grads = list(_call(fn, {k: v[k] for k in spec.EX4_ARGUMENTS}))
+                for k, grad in zip(spec.EX4_PARAMETERS, grads):
+                    params[k] = params[k] - 0.1 * torch.as_tensor(grad).reshape(params[k].shape)
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            meta["train_error"] = f"training raised {type(e).__name__}: {e}"[:300]
+            return
+        for k, t in params.items():
+            tensors[f"train/{k}"] = t.detach().clone().contiguous().as_subclass(torch.Tensor)
+
+
+_MISSING = object()
+
+
+def _assigned(stmt) -> set[str]:
+    names = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def _call(fn, inputs: dict):
+    import inspect
+    try:
+        params = inspect.signature(fn).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            inputs = {k: inputs[k] for k in params if k in inputs}
+    except (TypeError, ValueError):
+        pass
+    return fn(**inputs)
+
+
+# ------------------------------------------------------------ the process tree
+def _write(out: Path, name: str, meta: dict, tensors: dict) -> None:
+    safe = name.replace(":", "_")
+    torch.save(tensors, out / f"{safe}.pt")
+    (out / f"{safe}.json").write_text(json.dumps(meta, default=str))
+
+
+def replay_submission(work: Path, warm: tuple[list, dict] | None = None) -> None:
+    """Replay one submission described by WORK/plan.json; results go to WORK/out/.
+    `warm`: setup cells already run (and the namespace they left), shared by every submission."""
+    plan = json.loads((work / "plan.json").read_text())
+    inputs = torch.load(work / "inputs.pt", weights_only=True)
+    out = work / "out"
+    out.mkdir(exist_ok=True)
+    os.chdir(plan["data_dir"])        # a fresh copy of the trusted names.txt, not the student's
+    runner = Runner(plan, inputs)
+    t0 = time.perf_counter()
+    prefix = warm[0] if warm else []
+    if warm and plan["cells"][:len(prefix)] == prefix:
+        ns = runner.setup(dict(warm[1]), start=len(prefix))
+    else:
+        ns = runner.setup({"__name__": "__main__", "get_ipython": _NoIPython})
+    _write(out, "setup", {"errors": runner.errors, "seconds": time.perf_counter() - t0,
+                          "warm": bool(warm and plan["cells"][:len(prefix)] == prefix)}, {})
+    for name in plan["runs"]:
+        runner.errors = []
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _silence()  # the student's prints are not ours to keep
+                t1 = time.perf_counter()
+                meta, tensors = runner.run(ns, name)
+                meta["errors"] = runner.errors
+                meta["seconds"] = time.perf_counter() - t1
+                _write(out, name, meta, tensors)
+            except BaseException:  # noqa: BLE001
+                code = 1
+            finally:
+                os._exit(code)
+        status = _wait(pid, float(plan["run_timeout"]))
+        (out / f"{name.replace(':', '_')}.status").write_text(status)
+
+
+def _silence() -> None:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    sys.stdout = sys.stderr = open(os.devnull, "w")
+
+
+def _prepare_process() -> None:
+    torch.set_num_threads(1)          # fork-safe, and one core per replay
+    torch.set_grad_enabled(False)     # no autograd to copy answers from
+
+
+def main(workdir: str) -> int:
+    """One-shot: replay a single submission in this process."""
+    _prepare_process()
+    replay_submission(Path(workdir))
+    return 0
+
+
+def serve() -> int:
+    """A warm replay server: the setup cells every submission shares (imports, data) run
+    once; each request forks a child that replays one submission from there.
+
+    Protocol, one JSON object a line: the first line on stdin gives {"prefix": cells,
+    "data_dir": path}; then each line {"workdir": path, "timeout": s} is answered on the
+    original stdout with {"status": ...}. Children never see that pipe."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)                      # anything printed by the setup cells goes to stderr
+    sys.stdout = sys.stderr
+    _prepare_process()
+    hello = json.loads(sys.stdin.readline())
+    os.chdir(hello["data_dir"])
+    runner = Runner({"cells": hello["prefix"], "first_answer": len(hello["prefix"])}, {})
+    ns0 = runner.setup({"__name__": "__main__", "get_ipython": _NoIPython})
+    warm = (hello["prefix"], ns0)
+    proto.write(json.dumps({"ready": True, "errors": runner.errors}) + "\n")
+    for line in sys.stdin:
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.setpgid(0, 0)       # so a timeout kills everything the submission started
+                proto.close()
+                replay_submission(Path(req["workdir"]), warm)
+            except BaseException:  # noqa: BLE001
+                traceback.print_exc()
+                code = 1
+            finally:
+                os._exit(code)
+        status = _wait(pid, float(req["timeout"]), group=True)
+        proto.write(json.dumps({"status": status}) + "\n")
+    return 0
+
+
+def _wait(pid: int, timeout: float, group: bool = False) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            if os.WIFSIGNALED(status):
+                return f"killed by signal {os.WTERMSIG(status)}"
+            return "ok" if os.WEXITSTATUS(status) == 0 else f"exit {os.WEXITSTATUS(status)}"
+        if time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL) if group else os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            return f"timed out after {timeout:g} s"
+        time.sleep(0.002)
+
+
+if __name__ == "__main__":
+    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main(sys.argv[1]))

@@ -1,0 +1,73 @@
+"""A static scan of the student's cells for autograd and dynamic tricks.
+
+It only flags: the replay decides grades. A flag lists the submission for a TA.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from .cells import strip_magics
+
+AUTOGRAD_ATTRS = {"grad": "reads .grad", "backward": "calls .backward()", "retain_grad": "calls .retain_grad()",
+                  "requires_grad": "sets requires_grad", "requires_grad_": "calls requires_grad_()",
+                  "enable_grad": "uses torch.enable_grad", "set_grad_enabled": "uses torch.set_grad_enabled",
+                  "autograd": "uses torch.autograd", "func": "uses torch.func", "vjp": "uses vjp",
+                  "jacobian": "uses a jacobian"}
+DYNAMIC_CALLS = {"exec": "calls exec()", "eval": "calls eval()", "compile": "calls compile()",
+                 "__import__": "calls __import__()", "open": "opens a file", "globals": "touches globals()",
+                 "setattr": "calls setattr()", "vars": "calls vars()"}
+FILE_READERS = {"load": "loads a file", "loadtxt": "loads a file", "fromfile": "loads a file",
+                "read_text": "reads a file", "read_bytes": "reads a file"}
+PATCHABLE = {"torch", "F", "nn", "np", "numpy", "builtins", "grader", "math", "os", "sys", "random"}
+SUSPECT_MODULES = {"importlib", "functorch", "pickle", "builtins", "ctypes", "subprocess", "inspect", "gc"}
+
+
+@dataclass
+class Finding:
+    cell: str
+    line: int
+    what: str
+    code: str
+
+    def text(self) -> str:
+        return f"{self.cell}, line {self.line}: {self.what}: {self.code.strip()[:100]}"
+
+
+
+def scan_source(label: str, source: str) -> list[Finding]:
+    lines = source.split("\n")
+    code = lambda node: lines[node.lineno - 1] if 0 < getattr(node, "lineno", 0) <= len(lines) else ""
+    try:
+        tree = ast.parse(strip_magics(source))
+    except SyntaxError as e:
+        return [Finding(label, e.lineno or 0, "does not parse", e.msg or "")]
+    found: list[Finding] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in AUTOGRAD_ATTRS:
+            found.append(Finding(label, node.lineno, AUTOGRAD_ATTRS[node.attr], code(node)))
+        elif isinstance(node, ast.Attribute) and node.attr in FILE_READERS:
+            found.append(Finding(label, node.lineno, FILE_READERS[node.attr], code(node)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            fn = node.func.id
+            if fn in DYNAMIC_CALLS:
+                found.append(Finding(label, node.lineno, DYNAMIC_CALLS[fn], code(node)))
+            elif fn in ("getattr", "hasattr", "delattr") and len(node.args) > 1 and not isinstance(node.args[1], ast.Constant):
+                found.append(Finding(label, node.lineno, f"calls {fn}() with a computed name", code(node)))
+            elif fn in ("getattr", "delattr") and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
+                    and str(node.args[1].value) in AUTOGRAD_ATTRS:
+                found.append(Finding(label, node.lineno, AUTOGRAD_ATTRS[str(node.args[1].value)], code(node)))
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for sub in ast.walk(t):
+                    if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id in PATCHABLE:
+                        found.append(Finding(label, node.lineno, f"replaces {sub.value.id}.{sub.attr}", code(node)))
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            for m in mods:
+                top = m.split(".")[0]
+                if top in SUSPECT_MODULES or m.startswith("torch.autograd") or m.startswith("torch.func"):
+                    found.append(Finding(label, node.lineno, f"imports {m}", code(node)))
+    return sorted(found, key=lambda f: (f.line, f.what))
