@@ -10,7 +10,7 @@ export NAMES_TXT
 ASSIGNMENT := backprop_ninja
 DATA := source/$(ASSIGNMENT)/names.txt
 
-.PHONY: demo test venv data release samples autograde feedback export report clean-run
+.PHONY: demo test venv data release samples autograde feedback export report suspicious bench clean-run
 
 demo: release samples autograde feedback export report
 
@@ -44,10 +44,18 @@ export: venv
 report: venv
 	@echo; echo "Grades (also in exports/grades.csv; feedback in feedback/<student>/):"
 	@$(PY) -m grader.report .
+	@echo; $(PY) -m grader.suspicious .
+
+suspicious: venv
+	$(PY) -m grader.suspicious .
+
+# Speed against named baselines; prints ratios, asserts nothing (machines are shared).
+bench: data
+	$(PY) benchmarks/replay_overhead.py 10
 
 test: data
 	$(PY) -m pytest -q
 
 # Forget every run-time state (submissions, grades, feedback); keeps the release.
 clean-run:
-	rm -rf submitted autograded/*/ feedback exports gradebook.db
+	rm -rf submitted autograded/*/ feedback exports reports gradebook.db

@@ -6,7 +6,15 @@ import re
 _MAGIC_LINE = re.compile(r"^(\s*)[%!].*$", re.M)
 
 
+# Cell magics whose body is plain Python run in the current namespace.
+_TRANSPARENT_CELL_MAGICS = {"time", "timeit", "capture", "prun"}
+
+
 def strip_magics(source: str) -> str:
-    if source.lstrip().startswith("%%"):
-        return ""  # a cell magic makes the whole cell not Python
+    stripped = source.lstrip()
+    if stripped.startswith("%%"):
+        first, _, body = stripped.partition("\n")
+        if first[2:].split()[0:1] and first[2:].split()[0] in _TRANSPARENT_CELL_MAGICS:
+            return "pass\n" + _MAGIC_LINE.sub(r"\1pass", body)  # keeps line numbers
+        return ""  # any other cell magic makes the whole cell not Python
     return _MAGIC_LINE.sub(r"\1pass", source)

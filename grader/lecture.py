@@ -205,8 +205,9 @@ def forward(params: dict, Xb: torch.Tensor, Yb: torch.Tensor, *, track: bool = F
 
 def autograd_grads(params: dict, Xb: torch.Tensor, Yb: torch.Tensor) -> tuple[dict, dict]:
     """Values (detached) and the autograd gradient of the loss w.r.t. every tensor."""
-    v = forward(params, Xb, Yb, track=True)
-    v["loss"].backward()
+    with torch.enable_grad():  # also under a caller's no_grad
+        v = forward(params, Xb, Yb, track=True)
+        v["loss"].backward()
     names = [s.out for s in STEPS if s.out != "loss"] + PARAMETERS
     grads = {k: v[k].grad.detach().clone() for k in names}
     values = {k: (t.detach() if isinstance(t, torch.Tensor) else t) for k, t in v.items()}

@@ -15,12 +15,14 @@ from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import determine_grade, is_grade
-from traitlets import Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
 from . import judge, spec
 
 
 class ReplayGrades(NbGraderPreprocessor):
+    enabled = Bool(True, help="Off: grades come from the in-kernel test cells alone (the "
+                   "benchmark's baseline; never for real grading).").tag(config=True)
     seed_salt = Unicode("backprop-ninja", help="Mixed with the student id into the replay's seed. "
                         "Change it per term so inputs cannot be predicted.").tag(config=True)
     batch_size = Integer(32, help="Batch size of the replay (the lecture's 32 by default).").tag(config=True)
@@ -33,6 +35,9 @@ class ReplayGrades(NbGraderPreprocessor):
                          "course root (kept out of autograded/ so feedback does not copy them).").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict):
+        if not self.enabled:
+            self.log.warning("ReplayGrades is disabled: grades come from the student's own kernel")
+            return nb, resources
         info = resources["nbgrader"]
         student, assignment = info["student"], info["assignment"]
         coursedir = CourseDirectory(config=self.config)

@@ -126,10 +126,10 @@ class Runner:
             meta["values"][prefix + name] = info
             if t is not None:
                 tensors[prefix + name] = t
-                ptr = value.untyped_storage().data_ptr()
-                if ptr in seen and value.numel():
-                    meta["aliases"].append([seen[ptr], name])
-                seen.setdefault(ptr, name)
+                key = (value.data_ptr(), tuple(value.shape), tuple(value.stride()))
+                if key in seen and value.numel():   # one tensor under two names (a .view is fine)
+                    meta["aliases"].append([seen[key], name])
+                seen.setdefault(key, name)
 
     def _exercise4(self, ns, meta, tensors):
         fn = ns.get(spec.EX4_FUNCTION)
@@ -205,13 +205,14 @@ def _write(out: Path, name: str, meta: dict, tensors: dict) -> None:
     (out / f"{safe}.json").write_text(json.dumps(meta, default=str))
 
 
-def replay_submission(work: Path, warm: tuple[list, dict] | None = None) -> None:
-    """Replay one submission described by WORK/plan.json; results go to WORK/out/.
-    `warm`: setup cells already run (and the namespace they left), shared by every submission."""
+def replay_run(work: Path, run: str, warm: tuple[list, dict] | None = None) -> None:
+    """One run of one submission, in this (freshly forked) process: the setup cells from where
+    the warm server left off, then the run. Results go to WORK/out/<run>.{json,pt}.
+    WORK/inject.pt holds exactly the correct values this run is handed, nothing more."""
     plan = json.loads((work / "plan.json").read_text())
     inputs = torch.load(work / "inputs.pt", weights_only=True)
+    inputs["inject"] = torch.load(work / "inject.pt", weights_only=True)
     out = work / "out"
-    out.mkdir(exist_ok=True)
     os.chdir(plan["data_dir"])        # a fresh copy of the trusted names.txt, not the student's
     runner = Runner(plan, inputs)
     t0 = time.perf_counter()
@@ -220,26 +221,10 @@ def replay_submission(work: Path, warm: tuple[list, dict] | None = None) -> None
         ns = runner.setup(dict(warm[1]), start=len(prefix))
     else:
         ns = runner.setup({"__name__": "__main__", "get_ipython": _NoIPython})
-    _write(out, "setup", {"errors": runner.errors, "seconds": time.perf_counter() - t0,
-                          "warm": bool(warm and plan["cells"][:len(prefix)] == prefix)}, {})
-    for name in plan["runs"]:
-        runner.errors = []
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                _silence()  # the student's prints are not ours to keep
-                t1 = time.perf_counter()
-                meta, tensors = runner.run(ns, name)
-                meta["errors"] = runner.errors
-                meta["seconds"] = time.perf_counter() - t1
-                _write(out, name, meta, tensors)
-            except BaseException:  # noqa: BLE001
-                code = 1
-            finally:
-                os._exit(code)
-        status = _wait(pid, float(plan["run_timeout"]))
-        (out / f"{name.replace(':', '_')}.status").write_text(status)
+    meta, tensors = runner.run(ns, run)
+    meta["errors"] = runner.errors
+    meta["seconds"] = time.perf_counter() - t0
+    _write(out, run, meta, tensors)
 
 
 def _silence() -> None:
@@ -249,29 +234,19 @@ def _silence() -> None:
     sys.stdout = sys.stderr = open(os.devnull, "w")
 
 
-def _prepare_process() -> None:
-    torch.set_num_threads(1)          # fork-safe, and one core per replay
-    torch.set_grad_enabled(False)     # no autograd to copy answers from
-
-
-def main(workdir: str) -> int:
-    """One-shot: replay a single submission in this process."""
-    _prepare_process()
-    replay_submission(Path(workdir))
-    return 0
-
-
 def serve() -> int:
-    """A warm replay server: the setup cells every submission shares (imports, data) run
-    once; each request forks a child that replays one submission from there.
+    """A warm replay server that never runs a student's code itself: torch imported and
+    the shared setup cells run once, then each request {"workdir", "run", "timeout"} forks
+    a child that runs one run of one submission and exits. The judge sends the runs one
+    by one, so no run can see data meant for a later one.
 
     Protocol, one JSON object a line: the first line on stdin gives {"prefix": cells,
-    "data_dir": path}; then each line {"workdir": path, "timeout": s} is answered on the
-    original stdout with {"status": ...}. Children never see that pipe."""
+    "data_dir": path}; each request is answered on the original stdout with {"status": ...}."""
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)                      # anything printed by the setup cells goes to stderr
     sys.stdout = sys.stderr
-    _prepare_process()
+    torch.set_num_threads(1)           # fork-safe, and one core per replay
+    torch.set_grad_enabled(False)      # no autograd to copy answers from
     hello = json.loads(sys.stdin.readline())
     os.chdir(hello["data_dir"])
     runner = Runner({"cells": hello["prefix"], "first_answer": len(hello["prefix"])}, {})
@@ -286,9 +261,10 @@ def serve() -> int:
             try:
                 os.setpgid(0, 0)       # so a timeout kills everything the submission started
                 proto.close()
-                replay_submission(Path(req["workdir"]), warm)
+                sys.stdin.close()
+                _silence()             # the student's prints are not ours to keep
+                replay_run(Path(req["workdir"]), req["run"], warm)
             except BaseException:  # noqa: BLE001
-                traceback.print_exc()
                 code = 1
             finally:
                 os._exit(code)
@@ -316,4 +292,4 @@ def _wait(pid: int, timeout: float, group: bool = False) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main(sys.argv[1]))
+    sys.exit(serve())

@@ -15,13 +15,16 @@ AUTOGRAD_ATTRS = {"grad": "reads .grad", "backward": "calls .backward()", "retai
                   "enable_grad": "uses torch.enable_grad", "set_grad_enabled": "uses torch.set_grad_enabled",
                   "autograd": "uses torch.autograd", "func": "uses torch.func", "vjp": "uses vjp",
                   "jacobian": "uses a jacobian"}
+INTROSPECTION_ATTRS = {"_getframe", "f_locals", "f_globals", "f_back", "__dict__", "__globals__",
+                       "__builtins__", "__subclasses__", "__code__", "gi_frame", "tb_frame"}
 DYNAMIC_CALLS = {"exec": "calls exec()", "eval": "calls eval()", "compile": "calls compile()",
                  "__import__": "calls __import__()", "open": "opens a file", "globals": "touches globals()",
                  "setattr": "calls setattr()", "vars": "calls vars()"}
 FILE_READERS = {"load": "loads a file", "loadtxt": "loads a file", "fromfile": "loads a file",
                 "read_text": "reads a file", "read_bytes": "reads a file"}
 PATCHABLE = {"torch", "F", "nn", "np", "numpy", "builtins", "grader", "math", "os", "sys", "random"}
-SUSPECT_MODULES = {"importlib", "functorch", "pickle", "builtins", "ctypes", "subprocess", "inspect", "gc"}
+SUSPECT_MODULES = {"importlib", "functorch", "pickle", "builtins", "ctypes", "subprocess", "inspect", "gc",
+                   "grader", "socket", "shutil", "signal", "multiprocessing", "threading"}
 
 
 @dataclass
@@ -47,6 +50,8 @@ def scan_source(label: str, source: str) -> list[Finding]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in AUTOGRAD_ATTRS:
             found.append(Finding(label, node.lineno, AUTOGRAD_ATTRS[node.attr], code(node)))
+        elif isinstance(node, ast.Attribute) and node.attr in INTROSPECTION_ATTRS:
+            found.append(Finding(label, node.lineno, f"introspects the interpreter (.{node.attr})", code(node)))
         elif isinstance(node, ast.Attribute) and node.attr in FILE_READERS:
             found.append(Finding(label, node.lineno, FILE_READERS[node.attr], code(node)))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):

@@ -120,6 +120,15 @@ SAVE_ANSWERS = ("import torch\n_answers = {name: t.grad.clone() for name, t in [
                 ", ".join(f"('{g.name}', {g.target})" for g in spec.GRADIENTS if g.exercise == 1) +
                 "]}\ntorch.save(_answers, 'answers.pt')")
 LOAD_ANSWERS = "globals().update(torch.load('answers.pt'))"
+# Reads whatever correct values the replay's harness holds, through the interpreter's frames.
+STEAL_FRAMES = """import sys
+try:
+    _handed = sys._getframe(1).f_locals['self'].inputs['inject']
+except Exception:
+    _handed = {}
+for _name, _value in _handed.items():
+    globals()[_name] = _value
+"""
 
 CORPUS = [
     Case(Sample("s01_reference", "the lecture's solutions")),
@@ -186,5 +195,9 @@ CORPUS = [
          hints={"ex1_dlogprobs": "all zeros"}),
     Case(Sample("c04_from_file", "cheat: answers saved from .grad in the kernel, loaded from a file",
                 replace={"ex1_solution": LOAD_ANSWERS}, added=[("autograd", SAVE_ANSWERS)]),
+         zeros=set(EX1), suspicious=True),
+    Case(Sample("c05_frames", "cheat: takes the correct values the replay's harness holds",
+                replace={"ex1_solution": STEAL_FRAMES}),
+         # a run is only ever handed the gradients upstream of the one it judges
          zeros=set(EX1), suspicious=True),
 ]

@@ -58,12 +58,6 @@ def correct(_notebook) -> dict:
     return {"d" + k: t for k, t in lecture.manual_grads(values)[0].items()}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_ex4_cache(monkeypatch):
-    # The cache is keyed by id(): a function freed by an earlier test may share the id.
-    monkeypatch.setattr(incell, "_ex4_cache", {})
-
-
 # ---------------------------------------------------------------- scores
 def test_correct_dlogprobs_passes(ns, capsys):
     dlogprobs = torch.zeros_like(ns["logprobs"])
@@ -265,3 +259,18 @@ def test_ex4_training_cell(ex4_ns, capsys):
     ex4_ns["lossi"] = [float("nan")] * 100
     assert incell.grade("ex4_training", ex4_ns) == 0.0
     assert capsys.readouterr().err == ""
+
+
+def test_a_fixed_helper_shows_at_once(ex4_ns):
+    """No stale result: fixing a helper of manual_backward changes the next ex4 cell's verdict."""
+    def manual_backward(**kw):
+        return helper(kw)
+
+    def broken(kw):
+        raise ValueError("not yet")
+    ns = dict(ex4_ns, manual_backward=manual_backward)
+    helper = broken
+    assert incell.grade("ex4_db2", ns) == 0.0
+    run = grading.run_ex4(lambda **kw: None, *incell._check_inputs(ns))
+    helper = lambda kw: [run.reference[k] for k in spec.EX4_PARAMETERS]  # noqa: E731
+    assert incell.grade("ex4_db1", ns) == 1.0

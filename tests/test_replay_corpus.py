@@ -80,3 +80,21 @@ def test_kernel_scores_are_not_trusted(corpus_course):
     record = _record(corpus_course, "c03_monkeypatch")
     kernel_fooled = [r for r in record["suspicious"] if "matched autograd in the student's kernel" in r]
     assert len(kernel_fooled) == 24
+
+
+def test_carried_credit_is_configurable(tmp_path, names_txt):
+    """Half credit for a right rule fed a wrong input, set on the command line like any nbgrader option."""
+    course = make_course(tmp_path / "half", names_txt)
+    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+    write_submissions([c.sample for c in CORPUS if c.sample.student == "s05_equals"], course=course)
+    nbgrader(course, "autograde", "backprop_ninja", "--force", "--ReplayGrades.carried_credit=0.5")
+    scores = read_scores(f"sqlite:///{course / 'gradebook.db'}")[0].by_grade_id
+    record = _record(course, "s05_equals")
+    carried = {gid for gid, v in record["verdicts"].items() if v["carried"]}
+    # everything computed from dcounts inherits its error; db1 is zero whatever comes in
+    ex1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
+    assert carried == set(ex1[ex1.index("ex1_dcounts") + 1:]) - {"ex1_db1"}
+    assert all(scores[gid] == 0.5 for gid in carried)
+    assert scores["ex1_dcounts"] == 0.0
+    assert scores["ex1_db1"] == 1.0
+    assert sum(scores[g] for g in ex1) == 26 - 1 - 0.5 * len(carried)

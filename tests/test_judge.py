@@ -1,0 +1,352 @@
+"""grader.judge, in-process: the run order's safety property, re-seeding the locked cells,
+the replay plan, and the one-source-of-truth check that the notebook's locked cells and
+`fresh_inputs` build the very same parameters, batch and loss for any seed.
+
+No replay server, no nbgrader, no kernel: everything here runs in this process.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from conftest import ROOT
+from grader import judge, lecture, spec
+from grader.cells import strip_magics
+from grader.compare import MISSING, Foreign
+from grader.replay import Runner
+
+SOURCE_NB = ROOT / "source" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+SEED_TEXT = str(lecture.LECTURE_SEED)
+EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
+WARM = ["imports", "data_read", "data_vocab", "data_split", "cmp"]
+S = 1234
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """These tensors are tiny: one intra-op thread is faster, and on a busy machine idle
+    OpenMP workers can make every op ~100x slower. Restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def source_nb():
+    return nbformat.read(SOURCE_NB, 4)
+
+
+def _gid(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+# ---------------------------------------------------------------- run_order
+def handed(run: str) -> set[str]:
+    """The gradients a run is handed the correct value of (what the replay injects)."""
+    if run.startswith("local:"):
+        return {"d" + t for t in lecture.upstream(run[len("local:"):][1:])}
+    if run == "ex3":
+        return {"dhpreact"}
+    return set()
+
+
+def test_run_order_starts_with_main_and_has_one_run_per_gradient_with_upstream():
+    order = judge.run_order()
+    assert order[0] == "main"
+    assert order.count("main") == 1 and order.count("ex3") == 1
+    locals_ = [r for r in order if r.startswith("local:")]
+    expected = [f"local:{g.name}" for g in EX1 if lecture.upstream(g.target)]
+    assert sorted(locals_) == sorted(expected)
+    assert len(locals_) == len(set(locals_)) == len(EX1) - 1  # all but dlogprobs
+    assert "local:dlogprobs" not in order
+    assert not lecture.upstream("logprobs")
+    assert len(order) == 1 + len(expected) + 1
+
+
+def test_run_order_safety_property():
+    """No run is handed the correct value of a gradient whose own run is still to come."""
+    order = judge.run_order()
+    position = {r: i for i, r in enumerate(order)}
+    for i, run in enumerate(order):
+        for d in handed(run):
+            if d == "dlogprobs":
+                continue  # no upstream, so no local run of its own
+            own = position.get(f"local:{d}")
+            assert own is not None, f"{run} is handed {d}, which has no local run"
+            assert own < i, f"{run} (at {i}) is handed {d}, whose own run comes later (at {own})"
+    ex3 = position["ex3"]
+    assert position["local:dhpreact"] < ex3
+    for run in order[:ex3]:
+        assert "dhprebn" not in handed(run), f"{run} runs before ex3 and is handed dhprebn"
+    # the property is not vacuous: later runs are handed dhprebn
+    assert any("dhprebn" in handed(r) for r in order[ex3 + 1:])
+
+
+def test_handed_is_what_the_replay_injects():
+    """The sets the safety property checks are the ones Runner.run really injects."""
+    inject = {"d" + k: torch.full((1,), float(i)) for i, k in
+              enumerate([s.out for s in lecture.STEPS if s.out != "loss"] + lecture.PARAMETERS)}
+    cells = [{"label": spec.ANSWER_CELLS[ex], "grade_id": spec.ANSWER_CELLS[ex], "kind": "answer",
+              "source": "pass"} for ex in (1, 2, 3)]
+    plan = {"cells": cells, "first_answer": 0}
+    for run in judge.run_order()[1:]:
+        ns: dict = {}
+        Runner(plan, {"inject": inject}).run(ns, run)
+        seen = {k for k in ns if k in inject}
+        assert seen == handed(run), run
+        for k in seen:
+            assert torch.equal(ns[k], inject[k])
+
+
+# ---------------------------------------------------------------- reseed
+def _exec(source: str) -> dict:
+    ns: dict = {}
+    exec(source, ns)
+    return ns
+
+
+def test_reseed_replaces_the_lecture_seed():
+    out = judge.reseed("g = torch.Generator().manual_seed(2147483647)\ntorch.manual_seed(2147483647)", 5)
+    assert SEED_TEXT not in out
+    assert out.split("\n") == ["g = torch.Generator().manual_seed(5)", "torch.manual_seed(5)"]
+
+
+def test_reseed_keeps_arithmetic_and_other_constants():
+    out = judge.reseed("x = 2147483647 + 10\ns = '2147483647'\nf = 2147483647.0\nk = 2147483646", 5)
+    ns = _exec(out)
+    assert ns["x"] == 15
+    assert ns["s"] == "2147483647"      # a string is not the seed
+    assert ns["f"] == 2147483647.0      # nor a float
+    assert ns["k"] == 2147483646
+
+
+def test_reseed_changes_batch_size_only_when_given():
+    src = "batch_size = 32\nn = batch_size\nmax_batch_size = 32"
+    kept = _exec(judge.reseed(src, 5))
+    assert (kept["batch_size"], kept["n"], kept["max_batch_size"]) == (32, 32, 32)
+    changed = _exec(judge.reseed(src, 5, 16))
+    assert (changed["batch_size"], changed["n"], changed["max_batch_size"]) == (16, 16, 32)
+
+
+def test_reseed_handles_magics():
+    out = judge.reseed("import math\n%matplotlib inline\n!ls\nx = 2147483647\nfor i in range(1):\n    %time y = i", 7)
+    assert "%" not in out and "!" not in out
+    assert _exec(out)["x"] == 7
+
+
+# ---------------------------------------------------------------- replay_cells
+def test_replay_cells_kinds_and_labels(source_nb):
+    cells = judge.replay_cells(source_nb.cells, judge.Settings(seed=S))
+    answers = [c for c in cells if c.kind == "answer"]
+    assert [c.label for c in answers] == [spec.ANSWER_CELLS[ex] for ex in (1, 2, 3, 4)]
+    assert all(c.grade_id == c.label for c in answers)
+    graded = {_gid(c) for c in source_nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert graded >= {g.grade_id for g in spec.GRADED}
+    labels = [c.label for c in cells]
+    assert not graded & set(labels)
+    assert not spec.KERNEL_ONLY_CELLS & set(labels)
+    assert {c.kind for c in cells} == {"locked", "answer"}
+    # notebook order: the locked code cells that are not kernel-only, and the answers
+    expected = [_gid(c) for c in source_nb.cells if c.cell_type == "code"
+                and not c.metadata["nbgrader"].get("grade") and _gid(c) not in spec.KERNEL_ONLY_CELLS]
+    assert labels == expected
+    assert labels[:8] == WARM + ["params", "batch", "forward"]
+
+
+def test_replay_cells_keeps_a_students_own_cell(source_nb):
+    nb = nbformat.from_dict(source_nb)
+    at = next(i for i, c in enumerate(nb.cells) if _gid(c) == "autograd")
+    mine = "N = batch_size  # mine, seed 2147483647 stays"
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(mine))
+    nb.cells.insert(0, nbformat.v4.new_code_cell("top = 1"))
+    cells = judge.replay_cells(nb.cells, judge.Settings(seed=S))
+    added = [c for c in cells if c.kind == "added"]
+    assert [c.label for c in added] == ["your cell after the top", "your cell after autograd"]
+    assert all(c.grade_id is None and not c.seeded for c in added)
+    assert added[1].source == mine          # the student's code is not re-seeded
+    labels = [c.label for c in cells]
+    assert labels.index("your cell after autograd") == labels.index("forward") + 1
+    assert labels.index("your cell after autograd") + 1 == labels.index("ex1_solution")
+
+
+def test_seeded_is_exactly_the_cells_with_the_seed(source_nb):
+    cells = judge.replay_cells(source_nb.cells, judge.Settings(seed=S))
+    original = {_gid(c): c.source for c in source_nb.cells}
+    with_seed = {c.label for c in cells if SEED_TEXT in original[c.label]}
+    assert with_seed == {"params", "ex4_params"}
+    assert {c.label for c in cells if c.seeded} == with_seed
+    for c in cells:
+        if c.kind == "locked":
+            assert SEED_TEXT not in c.source
+        if c.seeded:
+            assert f"manual_seed({S})" in c.source
+
+
+def test_batch_cell_gets_the_settings_batch_size(source_nb):
+    default = {c.label: c for c in judge.replay_cells(source_nb.cells, judge.Settings(seed=S))}
+    small = {c.label: c for c in judge.replay_cells(source_nb.cells, judge.Settings(seed=S, batch_size=16))}
+    assert "batch_size = 32" in default["batch"].source
+    assert "batch_size = 16" in small["batch"].source and "batch_size = 32" not in small["batch"].source
+    assert not small["batch"].seeded
+    assert {k: c.source for k, c in default.items() if k != "batch"} == \
+        {k: c.source for k, c in small.items() if k != "batch"}
+
+
+def test_warm_prefix(source_nb):
+    cells = judge.replay_cells(source_nb.cells, judge.Settings(seed=S))
+    prefix = judge.warm_prefix(cells)
+    assert [p["label"] for p in prefix] == WARM
+    by_label = {c.label: c for c in cells}
+    assert not any(by_label[p["label"]].seeded for p in prefix)
+    assert spec.BATCH_CELL not in [p["label"] for p in prefix]
+    # one warm server serves every submission: the prefix depends on neither seed nor batch size
+    other = judge.warm_prefix(judge.replay_cells(source_nb.cells, judge.Settings(seed=S + 77, batch_size=16)))
+    assert other == prefix
+
+
+# ---------------------------------------------------------------- one source of truth
+@pytest.fixture(scope="module")
+def notebook_run(source_nb, names_txt, tmp_path_factory):
+    """Execute the notebook's replay cells up to `forward` in a plain namespace."""
+    home = tmp_path_factory.mktemp("nbrun")
+    shutil.copy(names_txt, home / "names.txt")
+    cwd, py_state = os.getcwd(), random.getstate()
+    warm = {"__name__": "__main__"}
+
+    def execute(ns: dict, label: str, source: str) -> None:
+        # in the data folder, without autograd, and leaving the global RNGs as they were
+        os.chdir(home)
+        try:
+            with torch.random.fork_rng(devices=[]), torch.no_grad():
+                exec(compile(strip_magics(source), label, "exec"), ns)
+        finally:
+            os.chdir(cwd)
+            random.setstate(py_state)
+
+    for p in judge.warm_prefix(judge.replay_cells(source_nb.cells, judge.Settings(seed=S))):
+        execute(warm, p["label"], p["source"])
+
+    def run(settings: judge.Settings) -> dict:
+        cells = judge.replay_cells(source_nb.cells, settings)
+        assert [c.label for c in cells[:len(WARM)]] == WARM
+        ns = dict(warm)
+        for c in cells[len(WARM):]:
+            execute(ns, c.label, c.source)
+            if c.label == "forward":
+                return ns
+        raise AssertionError("no forward cell")
+    return run
+
+
+@pytest.mark.parametrize("settings", [judge.Settings(seed=S), judge.Settings(seed=S, batch_size=16),
+                                      judge.Settings(seed=7)], ids=["seed", "batch16", "seed7"])
+def test_notebook_and_fresh_inputs_agree(notebook_run, names_txt, settings):
+    ns = notebook_run(settings)
+    fresh = judge.fresh_inputs(judge.dataset(names_txt), settings)
+    for k in ["C", "W1", "b1", "W2", "b2", "bngain", "bnbias", "Xb", "Yb"]:
+        assert ns[k].shape == fresh.values[k].shape, k
+        assert torch.equal(ns[k].detach(), fresh.values[k]), k
+    assert ns["Xb"].shape[0] == settings.batch_size == ns["n"]
+    assert abs(float(ns["loss"]) - float(fresh.values["loss"])) < 1e-6
+    # the seed matters: not the lecture's own parameters
+    lecture_params, _ = lecture.init_params(vocab_size=fresh.values["C"].shape[0])
+    assert not torch.equal(ns["C"], lecture_params["C"])
+
+
+# ---------------------------------------------------------------- seed_for
+def test_seed_for():
+    a = judge.seed_for("alice", "2024")
+    assert a == judge.seed_for("alice", "2024")
+    assert isinstance(a, int) and a > 0
+    assert a != judge.seed_for("bob", "2024")
+    assert a != judge.seed_for("alice", "2025")
+    seeds = {judge.seed_for(f"s{i:02d}", "salt") for i in range(50)}
+    assert len(seeds) == 50 and min(seeds) > 0
+
+
+# ---------------------------------------------------------------- fresh_inputs
+@pytest.fixture(scope="module")
+def fresh(names_txt):
+    return judge.fresh_inputs(judge.dataset(names_txt), judge.Settings(seed=S))
+
+
+def test_fresh_reference_grads_are_autograds(fresh, names_txt):
+    ds = judge.dataset(names_txt)
+    params, g = lecture.init_params(seed=S, vocab_size=ds.vocab_size)
+    Xb, Yb = lecture.draw_batch(ds.Xtr, ds.Ytr, g)
+    values, grads = lecture.autograd_grads(params, Xb, Yb)
+    assert set(fresh.grads) == set(grads)
+    for k, t in grads.items():
+        assert torch.equal(fresh.grads[k], t), k
+    assert torch.equal(fresh.values["Xb"], Xb) and torch.equal(fresh.values["Yb"], Yb)
+    assert set(fresh.branches) >= {"counts", "bndiff", "hprebn", "logits"}
+
+
+def test_fresh_inputs_are_deterministic_per_seed(fresh, names_txt):
+    again = judge.fresh_inputs(judge.dataset(names_txt), judge.Settings(seed=S))
+    other = judge.fresh_inputs(judge.dataset(names_txt), judge.Settings(seed=S + 1))
+    assert all(torch.equal(again.grads[k], fresh.grads[k]) for k in fresh.grads)
+    assert not torch.equal(other.grads["W1"], fresh.grads["W1"])
+
+
+def test_fresh_ex4_reference(fresh, names_txt):
+    V, E, B, H = judge.dataset(names_txt).vocab_size, lecture.N_EMBD, lecture.BLOCK_SIZE, lecture.N_HIDDEN_TRAIN
+    assert H == 200
+    shapes = {"C": (V, E), "W1": (E * B, H), "b1": (H,), "W2": (H, V), "b2": (V,),
+              "bngain": (1, H), "bnbias": (1, H)}
+    assert list(fresh.ex4_reference) == spec.EX4_PARAMETERS
+    assert {k: tuple(t.shape) for k, t in fresh.ex4_reference.items()} == shapes
+    assert all(bool(torch.isfinite(t).all()) and float(t.abs().max()) > 0 for t in fresh.ex4_reference.values())
+    assert set(fresh.ex4_inputs) == set(spec.EX4_ARGUMENTS)
+    assert tuple(fresh.ex4_inputs["h"].shape) == (lecture.BATCH_SIZE, H)
+
+
+def test_fresh_initial_eval_loss(fresh):
+    assert math.isfinite(fresh.initial_eval_loss)
+    assert fresh.initial_eval_loss > 3
+    assert fresh.eval_X.shape[0] == fresh.eval_Y.shape[0] == judge.EVAL_EXAMPLES
+
+
+# ---------------------------------------------------------------- RunResult.value
+def test_run_result_value():
+    t = torch.arange(3.0)
+    r = judge.RunResult("ok", {"values": {"a": {"kind": "missing"}, "b": {"kind": "none"},
+                                          "c": {"kind": "other", "type": "list"},
+                                          "d": {"kind": "tensor"}, "e": {"kind": "tensor"},
+                                          "f": {"kind": "other"}}},
+                        {"d": t})
+    assert r.value("a") is MISSING
+    assert r.value("b") is None
+    c = r.value("c")
+    assert isinstance(c, Foreign) and c.type_name == "list"
+    assert r.value("d") is t
+    assert r.value("e") is MISSING          # said tensor, wrote none
+    assert r.value("f").type_name == "?"
+    assert r.value("not_there") is MISSING
+    assert judge.RunResult("did not run").value("d") is MISSING
+
+
+def test_no_run_is_handed_a_gradient_before_that_gradient_was_judged():
+    """What `handed` gives each run, in run_order, never includes a gradient whose own
+    verdict (its local run, or the main run for dlogprobs) is still to come."""
+    grads = {t: torch.zeros(1) for t in [g.target for g in spec.GRADIENTS if g.exercise == 1]}
+    judged = set()
+    for run in judge.run_order():
+        given = set(judge.handed(run, grads))
+        assert given <= judged | {"dlogprobs"} if run != "main" else not given, (run, given - judged)
+        kind, _, name = run.partition(":")
+        judged |= {name} if kind == "local" else ({"dhprebn_ex3"} if kind == "ex3" else {"dlogprobs"})
+        if kind == "local":
+            assert name not in given
+    # exercise 3 is judged before any run is handed dhprebn
+    order = judge.run_order()
+    first_with_dhprebn = min(i for i, r in enumerate(order) if "dhprebn" in judge.handed(r, grads))
+    assert order.index("ex3") < first_with_dhprebn
