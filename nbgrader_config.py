@@ -18,7 +18,7 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")
 # names.txt travels with the notebook: the release step copies it, autograde restores it.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
 
-# Exercise 4 trains for 1,000 steps under grading (about a second); 30 s per cell is ample.
+# Exercise 4 trains for 200 steps under grading (under a second); 120 s per cell is ample.
 c.Execute.timeout = 120
 
 # Grades are decided by a replay of each submission on fresh inputs, outside the student's
@@ -26,11 +26,30 @@ c.Execute.timeout = 120
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute,  # noqa: E402
                                     IgnorePattern, LimitOutput, SaveAutoGrades)
+from grader import sandbox  # noqa: E402
+from grader.execute import SandboxedExecute  # noqa: E402
 from grader.preprocessor import ReplayGrades  # noqa: E402
 
 c.Autograde.autograde_preprocessors = [
-    Execute, ReplayGrades, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SandboxedExecute, ReplayGrades, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
+
+# Student code runs in a sandbox (grader/sandbox.py): the kernel through this kernel spec,
+# the replay inside ReplayGrades. The sandbox has no network, not even localhost, so the
+# kernel talks to nbgrader over IPC sockets in a runtime folder it can write to.
+os.environ["JUPYTER_PATH"] = os.pathsep.join(
+    [os.path.join(os.path.dirname(sandbox.__file__), "jupyter"), os.environ.get("JUPYTER_PATH", "")])
+os.environ["JUPYTER_RUNTIME_DIR"] = sandbox.prepare_runtime_dir()
+c.KernelManager.transport = "ipc"
+# An absolute socket path: jupyter_client's default is relative to each side's own folder.
+c.KernelManager.ip = os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "kernel")
+c.Execute.kernel_name = "backprop-ninja-sandbox"
+c.SandboxedExecute.submission_timeout = 900   # seconds for all of one submission's cells
+c.SandboxedExecute.max_output_bytes = 2_000_000
+# Limits of every sandboxed process (kernel and replay); see grader/sandbox.py.
+os.environ.setdefault("BACKPROP_NINJA_MEMORY_MB", "6144")
+os.environ.setdefault("BACKPROP_NINJA_PROCESSES", "256")
+os.environ.setdefault("BACKPROP_NINJA_FILE_MB", "64")
 c.ReplayGrades.seed_salt = "backprop-ninja-2026"
 c.ReplayGrades.carried_credit = 1.0   # full credit for a right rule that received a wrong input

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import ast
 import atexit
+import functools
 import hashlib
+import io
 import json
 import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,6 +32,7 @@ from . import grading, hints, lecture, spec
 from .cells import strip_magics
 from .compare import MISSING, Foreign, compare
 from .mistakes import known_mistakes
+from .sandbox import Sandbox
 from .scan import Finding, scan_source
 
 EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
@@ -201,13 +205,36 @@ def launch_plain(cmd: list[str]) -> subprocess.Popen:
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
 
 
+_exchange: Path | None = None
+
+
+def exchange_root() -> Path:
+    """Where the judge and the replay server pass files: the one folder the sandbox can see.
+    It stays the grader's; only each submission's out/ and data/ are the sandbox user's, so
+    nothing there can be swapped for a link the grader would follow."""
+    global _exchange
+    if _exchange is None:
+        _exchange = Path(tempfile.mkdtemp(prefix="bn-exchange-"))
+        os.chmod(_exchange, 0o755)
+    return _exchange
+
+
+def launch_sandboxed(cmd: list[str], sandbox: Sandbox) -> subprocess.Popen:
+    """The replay server inside the sandbox (bubblewrap and limits; limits only without it)."""
+    root = str(exchange_root())
+    return subprocess.Popen(sandbox.command(cmd, writable={root: root}, cwd=root),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, start_new_session=True, preexec_fn=sandbox.limits.apply)
+
+
 class ReplayServer:
     """A warm `python -m grader.replay --serve`: torch imported and the shared setup cells
     run once, then one fork per submission. Restarted if a submission kills it."""
 
     def __init__(self, prefix: list[dict], launcher: Launcher = launch_plain):
         self.prefix, self.launcher = prefix, launcher
-        self.home = Path(tempfile.mkdtemp(prefix="replay-server-"))
+        self.home = Path(tempfile.mkdtemp(prefix="replay-server-", dir=exchange_root()))
+        os.chmod(self.home, 0o755)
         self.proc: subprocess.Popen | None = None
 
     def _start(self, names_txt: Path) -> None:
@@ -256,7 +283,8 @@ _servers: dict[str, ReplayServer] = {}
 
 
 def server_for(prefix: list[dict], launcher: Launcher) -> ReplayServer:
-    key = json.dumps([prefix, getattr(launcher, "__name__", repr(launcher))])
+    name = getattr(launcher, "func", launcher).__name__
+    key = json.dumps([prefix, name, repr(getattr(launcher, "keywords", ""))])
     if key not in _servers:
         _servers[key] = ReplayServer(prefix, launcher)
     return _servers[key]
@@ -266,7 +294,8 @@ def server_for(prefix: list[dict], launcher: Launcher) -> ReplayServer:
 def _close_servers() -> None:
     for server in _servers.values():
         server.close()
-        shutil.rmtree(server.home, ignore_errors=True)
+    if _exchange is not None:
+        shutil.rmtree(_exchange, ignore_errors=True)
 
 
 def warm_prefix(cells: list[ReplayCell]) -> list[dict]:
@@ -289,16 +318,20 @@ def handed(run: str, grads: dict) -> dict:
 
 
 def run_replay(cells: list[ReplayCell], fresh: Fresh, s: Settings, *, names_txt: Path,
-               launcher: Launcher = launch_plain) -> ReplayOutput:
+               launcher: Launcher = launch_plain, sandbox: Sandbox | None = None) -> ReplayOutput:
     """The notebook as it is first; then, one request at a time and in run_order(), only
     the runs that can change a grade (a gradient that failed as it is gets judged on its own
     rule; exercise 3 always). Each run's result is read before the next run starts."""
-    work = Path(tempfile.mkdtemp(prefix="replay-"))
+    work = Path(tempfile.mkdtemp(prefix="replay-", dir=exchange_root()))
     try:
+        os.chmod(work, 0o755)
         data_dir = work / "data"
         data_dir.mkdir()
         (work / "out").mkdir()
         shutil.copy(names_txt, data_dir / "names.txt")
+        if sandbox is not None:
+            sandbox.give(data_dir)
+            sandbox.give(work / "out")
         first = next((i for i, c in enumerate(cells) if c.kind == "answer"), len(cells))
         plan = {"cells": [c.__dict__ for c in cells], "first_answer": first, "data_dir": str(data_dir),
                 "train_seed": s.seed + 3, "train_steps": s.train_steps}
@@ -335,12 +368,31 @@ def _passes(value, reference, gradient) -> bool:
     return compare(gradient.name, value, reference, zero_ok_reason=spec.ZERO_GRADIENTS.get(gradient.name)).ok
 
 
+MAX_RESULT_BYTES = 256 * 1024 * 1024
+
+
+def _read_result(path: Path) -> bytes:
+    """A file the sandbox wrote: never through a link, only a regular file, bounded."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RESULT_BYTES:
+            raise ValueError(f"{path.name} is not a plain file of a sane size")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
 def _load_run(out: Path, name: str, status: str) -> RunResult:
     safe = name.replace(":", "_")
     try:
-        meta = json.loads((out / f"{safe}.json").read_text())
-        tensors = torch.load(out / f"{safe}.pt", weights_only=True)  # plain tensors only: no code runs here
+        meta = json.loads(_read_result(out / f"{safe}.json"))
+        # plain tensors only: no code runs here
+        tensors = torch.load(io.BytesIO(_read_result(out / f"{safe}.pt")), weights_only=True)
         tensors = {k: v for k, v in tensors.items() if isinstance(k, str) and type(v) is torch.Tensor}
+        if not isinstance(meta, dict):
+            raise ValueError("not a record")
     except Exception:  # a run that died or wrote garbage has no values
         return RunResult(status if status != "ok" else "ended without a result (exit or crash)", {}, {})
     return RunResult(status, meta, tensors)
@@ -368,10 +420,13 @@ class Record:
 
 
 def judge_submission(cells, *, student: str, settings: Settings, names_txt: Path,
-                     in_kernel: dict[str, float] | None = None, launcher: Launcher = launch_plain) -> Record:
+                     in_kernel: dict[str, float] | None = None, sandbox: Sandbox | None = None) -> Record:
+    """`sandbox`: run the replay inside it (the default for autograding); None runs it as a
+    plain child process (tests of the judge's logic)."""
     fresh = fresh_inputs(dataset(names_txt), settings)
     plan = replay_cells(cells, settings)
-    out = run_replay(plan, fresh, settings, names_txt=names_txt, launcher=launcher)
+    launcher = functools.partial(launch_sandboxed, sandbox=sandbox) if sandbox else launch_plain
+    out = run_replay(plan, fresh, settings, names_txt=names_txt, launcher=launcher, sandbox=sandbox)
     verdicts = _verdicts(out, fresh, settings)
     findings = [f for c in plan if c.kind in ("answer", "added") for f in scan_source(c.label, c.source)]
     problems = [out.problem] if out.problem else []

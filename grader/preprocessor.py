@@ -18,6 +18,7 @@ from nbgrader.utils import determine_grade, is_grade
 from traitlets import Bool, Float, Integer, Unicode
 
 from . import judge, spec
+from .sandbox import WARNING, default_sandbox
 
 
 class ReplayGrades(NbGraderPreprocessor):
@@ -31,6 +32,8 @@ class ReplayGrades(NbGraderPreprocessor):
     run_timeout = Float(30.0, help="Seconds for one run of the student's cells in the replay.").tag(config=True)
     total_timeout = Float(600.0, help="Seconds for the whole replay of one submission.").tag(config=True)
     train_steps = Integer(100, help="Steps of the replay's exercise-4 training run.").tag(config=True)
+    sandboxed = Bool(True, help="Run the replay in the sandbox (grader/sandbox.py): bubblewrap "
+                     "where available, resource limits always.").tag(config=True)
     report_dir = Unicode("reports", help="Where the per-student replay records go, relative to the "
                          "course root (kept out of autograded/ so feedback does not copy them).").tag(config=True)
 
@@ -48,8 +51,11 @@ class ReplayGrades(NbGraderPreprocessor):
                                   train_steps=self.train_steps, carried_credit=self.carried_credit)
         in_kernel = {c.metadata.nbgrader["grade_id"]: determine_grade(c, self.log)[0] or 0.0
                      for c in nb.cells if is_grade(c) and c.metadata.nbgrader.get("grade_id") in spec.BY_GRADE_ID}
+        sandbox = default_sandbox() if self.sandboxed else None
         record = judge.judge_submission(nb.cells, student=student, settings=settings, names_txt=names_txt,
-                                        in_kernel=in_kernel)
+                                        in_kernel=in_kernel, sandbox=sandbox)
+        if sandbox is None or not sandbox.isolated:
+            record.problems.insert(0, WARNING if sandbox else "the replay ran without a sandbox (sandboxed=False)")
         for cell in nb.cells:
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if is_grade(cell) and gid in record.verdicts:
