@@ -31,8 +31,9 @@ release: data
 samples: venv
 	$(PY) -m grader.samples .
 
+# Preflight, resume, then nbgrader autograde (grader/batch.py); FORCE=1 grades everything again.
 autograde: venv
-	nbgrader autograde $(ASSIGNMENT) --force
+	$(PY) -m grader.batch . $(if $(FORCE),--force)
 
 feedback: venv
 	nbgrader generate_feedback $(ASSIGNMENT) --force
@@ -51,7 +52,7 @@ suspicious: venv
 
 # Speed against named baselines; prints ratios, asserts nothing (machines are shared).
 bench: data
-	$(PY) benchmarks/replay_overhead.py 10
+	$(PY) benchmarks/autograde_overhead.py 10
 
 test: data
 	$(PY) -m pytest -q

@@ -29,6 +29,15 @@ from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Exec
 from grader import sandbox  # noqa: E402
 from grader.execute import SandboxedExecute  # noqa: E402
 from grader.preprocessor import ReplayGrades  # noqa: E402
+from grader.rebuild import RebuildFromSource  # noqa: E402
+from nbgrader.preprocessors import (ClearOutput, DeduplicateIds, OverwriteCells,  # noqa: E402
+                                    OverwriteKernelspec)
+
+# Deleted, duplicated, moved or retyped cells: the notebook that runs is the instructor's
+# with the student's answers and own cells put in place (grader/rebuild.py).
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput, DeduplicateIds, RebuildFromSource, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
+]
 
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute, ReplayGrades, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,

@@ -199,7 +199,8 @@ Launcher = Callable[[list[str]], subprocess.Popen]
 
 def launch_plain(cmd: list[str]) -> subprocess.Popen:
     """Start the replay server as a plain child process (a later step wraps it in a sandbox)."""
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH")}
+    env = {k: v for k, v in os.environ.items()
+           if k in ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH") or k.startswith("BACKPROP_NINJA_")}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
     return subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, start_new_session=True)
@@ -329,8 +330,8 @@ def run_replay(cells: list[ReplayCell], fresh: Fresh, s: Settings, *, names_txt:
         data_dir.mkdir()
         (work / "out").mkdir()
         shutil.copy(names_txt, data_dir / "names.txt")
+        os.chmod(data_dir / "names.txt", 0o444)  # the replay reads it; nobody may change it
         if sandbox is not None:
-            sandbox.give(data_dir)
             sandbox.give(work / "out")
         first = next((i for i, c in enumerate(cells) if c.kind == "answer"), len(cells))
         plan = {"cells": [c.__dict__ for c in cells], "first_answer": first, "data_dir": str(data_dir),
@@ -450,6 +451,8 @@ def _verdicts(out: ReplayOutput, fresh: Fresh, s: Settings) -> dict[str, grading
 
     def hint_for(name, target, ref, branches=None, cell=None, errs=main_errors):
         def make(value):
+            if value is MISSING and main.status not in ("ok", "skipped"):
+                return f"the replay of your notebook stopped before this was computed: {main.status}"
             if value is MISSING:
                 return hints.missing(name, names=names, errors=errs, cell=cell)
             if not isinstance(value, torch.Tensor):

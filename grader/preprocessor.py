@@ -49,7 +49,7 @@ class ReplayGrades(NbGraderPreprocessor):
         settings = judge.Settings(seed=judge.seed_for(student, self.seed_salt), batch_size=self.batch_size,
                                   run_timeout=self.run_timeout, total_timeout=self.total_timeout,
                                   train_steps=self.train_steps, carried_credit=self.carried_credit)
-        in_kernel = {c.metadata.nbgrader["grade_id"]: determine_grade(c, self.log)[0] or 0.0
+        in_kernel = {c.metadata.nbgrader["grade_id"]: _kernel_score(c, self.log)
                      for c in nb.cells if is_grade(c) and c.metadata.nbgrader.get("grade_id") in spec.BY_GRADE_ID}
         sandbox = default_sandbox() if self.sandboxed else None
         record = judge.judge_submission(nb.cells, student=student, settings=settings, names_txt=names_txt,
@@ -71,6 +71,15 @@ class ReplayGrades(NbGraderPreprocessor):
                       sum(v.score for v in record.verdicts.values()),
                       sum(v.max_score for v in record.verdicts.values()), record.replay_seconds)
         return nb, resources
+
+
+def _kernel_score(cell, log) -> float:
+    """What nbgrader would have read from the kernel's own output (for the suspicion check
+    only). A student's output trick can make nbgrader's parser raise: that is not a score."""
+    try:
+        return float(determine_grade(cell, log)[0] or 0.0)
+    except Exception:
+        return 0.0
 
 
 def verdict_outputs(verdict, execution_count=None) -> list:

@@ -26,7 +26,21 @@ import torch
 from . import lecture, spec
 from .cells import strip_magics
 
+_real_exit = os._exit  # the harness's own; a student's os._exit only ends a statement
 EX1_NAMES = [g.name for g in spec.GRADIENTS if g.exercise == 1]
+STATEMENT_SECONDS = float(os.environ.get("BACKPROP_NINJA_STATEMENT_SECONDS", "10"))
+
+
+class StatementTimeout(BaseException):
+    """A statement ran too long (an infinite loop): it is stopped, the next one runs."""
+
+
+def _on_alarm(signum, frame):
+    raise StatementTimeout(f"stopped after {STATEMENT_SECONDS:g} s")
+
+
+def _student_exit(code=0):
+    raise SystemExit(f"os._exit({code}) called")
 SNAPSHOT = {spec.ANSWER_CELLS[1]: EX1_NAMES, spec.ANSWER_CELLS[2]: ["dlogits"],
             spec.ANSWER_CELLS[3]: ["dhprebn"]}
 
@@ -51,9 +65,10 @@ def _export(value):
 
 
 class Runner:
-    def __init__(self, plan: dict, inputs: dict):
+    def __init__(self, plan: dict, inputs: dict, checkpoint=None):
         self.plan, self.inputs = plan, inputs
         self.errors: list[dict] = []
+        self.checkpoint = checkpoint  # called with what the main run has so far
 
     # ------------------------------------------------------------ executing cells
     def run_cell(self, ns: dict, cell: dict, inject: dict | None = None) -> None:
@@ -68,7 +83,11 @@ class Runner:
                 for k, v in inject.items():  # a fresh copy before every statement
                     ns[k] = v.clone()
             try:
-                exec(compile(ast.Module([stmt], []), label, "exec"), ns)
+                signal.setitimer(signal.ITIMER_REAL, STATEMENT_SECONDS)
+                try:
+                    exec(compile(ast.Module([stmt], []), label, "exec"), ns)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
             except BaseException as e:  # noqa: BLE001 - the student's code: record, go on
                 if isinstance(e, KeyboardInterrupt):
                     raise
@@ -99,6 +118,9 @@ class Runner:
                     return meta, tensors
                 self.run_cell(ns, cell)
                 continue
+            if gid in (spec.ANSWER_CELLS[2], spec.ANSWER_CELLS[3]):
+                for name in SNAPSHOT[gid]:  # exercises 2 and 3 must compute it themselves
+                    ns.pop(name, None)
             if kind == "ex3" and gid == spec.ANSWER_CELLS[3]:
                 self.run_cell(ns, cell, {"dhpreact": self.inputs["inject"]["dhpreact"]})
                 self._snapshot(ns, ["dhprebn"], meta, tensors)
@@ -106,6 +128,8 @@ class Runner:
             self.run_cell(ns, cell)
             if kind == "main" and gid in SNAPSHOT:
                 self._snapshot(ns, SNAPSHOT[gid], meta, tensors, prefix=f"{gid}/")
+                if self.checkpoint:
+                    self.checkpoint(dict(meta, errors=self.errors, partial=True), tensors)
         if kind == "main":
             meta["names"] = sorted(k for k in ns if isinstance(k, str) and not k.startswith("_"))[:2000]
             self._exercise4(ns, meta, tensors)
@@ -214,7 +238,7 @@ def replay_run(work: Path, run: str, warm: tuple[list, dict] | None = None) -> N
     inputs["inject"] = torch.load(work / "inject.pt", weights_only=True)
     out = work / "out"
     os.chdir(plan["data_dir"])        # a fresh copy of the trusted names.txt, not the student's
-    runner = Runner(plan, inputs)
+    runner = Runner(plan, inputs, checkpoint=lambda meta, tensors: _write(out, run, meta, tensors))
     t0 = time.perf_counter()
     prefix = warm[0] if warm else []
     if warm and plan["cells"][:len(prefix)] == prefix:
@@ -259,16 +283,22 @@ def serve() -> int:
         if pid == 0:
             code = 0
             try:
-                os.setpgid(0, 0)       # so a timeout kills everything the submission started
+                os.setpgid(0, 0)       # so everything the submission starts can be killed
                 proto.close()
                 sys.stdin.close()
                 _silence()             # the student's prints are not ours to keep
+                signal.signal(signal.SIGALRM, _on_alarm)
+                os._exit = _student_exit
                 replay_run(Path(req["workdir"]), req["run"], warm)
             except BaseException:  # noqa: BLE001
                 code = 1
             finally:
-                os._exit(code)
+                _real_exit(code)
         status = _wait(pid, float(req["timeout"]), group=True)
+        try:
+            os.killpg(pid, signal.SIGKILL)  # what the run left behind (forks, sleepers)
+        except (ProcessLookupError, PermissionError):
+            pass
         proto.write(json.dumps({"status": status}) + "\n")
     return 0
 

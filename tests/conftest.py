@@ -14,6 +14,17 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """The tests' tensors are tiny: one intra-op thread is faster, and on a busy machine idle
+    OpenMP workers make every op ~100x slower. Restored afterwards."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def find_names_txt() -> Path | None:
     for p in (os.environ.get("NAMES_TXT"), ROOT.parent / "shared" / "names.txt",
               ROOT / "source" / "backprop_ninja" / "names.txt"):

@@ -9,15 +9,6 @@ from grader import lecture
 from grader.compare import ATOL, MISSING, RTOL, Comparison, as_reference_shape, compare
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """These tensors are tiny: one intra-op thread is faster, and on a busy machine idle
-    OpenMP workers can make every op ~100x slower. Restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope="module")
 def grads():

@@ -14,15 +14,6 @@ EX4 = [g for g in spec.GRADIENTS if g.exercise == 4]
 BY_NAME = {g.grade_id: g for g in spec.GRADIENTS}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """These tensors are tiny: one intra-op thread is faster, and on a busy machine idle
-    OpenMP workers can make every op ~100x slower. Restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def manual_backward(Xb, Yb, emb, embcat, hprebn, bnvar_inv, bnraw, h, logits,
                     C, W1, b1, W2, b2, bngain, bnbias):

@@ -18,15 +18,6 @@ from grader import grading, incell, lecture, spec
 EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """These tensors are tiny: one intra-op thread is faster, and on a busy machine idle
-    OpenMP workers can make every op ~100x slower. Restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def notebook_namespace(seed: int = lecture.LECTURE_SEED) -> dict:
     """globals() after the notebook's forward and `loss.backward()` cells."""

@@ -29,15 +29,6 @@ WARM = ["imports", "data_read", "data_vocab", "data_split", "cmp"]
 S = 1234
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """These tensors are tiny: one intra-op thread is faster, and on a busy machine idle
-    OpenMP workers can make every op ~100x slower. Restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope="module")
 def source_nb():

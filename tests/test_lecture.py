@@ -23,15 +23,6 @@ USED_TWICE = ["counts", "bndiff", "hprebn", "logits"]
 OTHER_SEEDS = [0, 42, 1337]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """These tensors are tiny: one intra-op thread is faster, and on a busy machine idle
-    OpenMP workers can make every op ~100x slower. Restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 # ---------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")

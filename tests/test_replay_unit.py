@@ -8,15 +8,6 @@ import torch
 from grader.replay import Runner, _export
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """These tensors are tiny: one intra-op thread is faster, and on a busy machine idle
-    OpenMP workers can make every op ~100x slower. Restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def run(source: str, ns: dict | None = None, inject: dict | None = None, label: str = "ex1_solution"):
     runner = Runner({}, {})

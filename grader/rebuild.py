@@ -1,0 +1,108 @@
+"""Rebuild a submission on the instructor's notebook before it runs.
+
+Students delete, duplicate, move and edit cells, change their types, grade ids and
+metadata. nbgrader restores only the locked cells it still finds. Here the notebook that
+runs is the instructor's, cell for cell, with the student's answer cells put in their
+places and every cell the student added kept after the cell it followed. What was changed
+is said in a note at the top, which the student sees in the feedback.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+from nbconvert.exporters.exporter import ResourcesDict
+from nbformat.notebooknode import NotebookNode
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
+
+NOTE_MARK = "backprop_ninja_rebuild_note"
+
+
+def _meta(cell) -> dict:
+    m = cell.get("metadata", {}).get("nbgrader", {})
+    return m if isinstance(m, dict) else {}
+
+
+def rebuild(student: NotebookNode, source: NotebookNode) -> tuple[NotebookNode, list[str]]:
+    stubs = ClearSolutions().preprocess(copy.deepcopy(source), ResourcesDict())[0]
+    known = {_meta(c).get("grade_id"): c for c in source.cells if _meta(c).get("grade_id")}
+    answers = {gid for gid, c in known.items() if _meta(c).get("solution")}
+    notes: list[str] = []
+    earlier: list[str] = []
+    taken: dict[str, NotebookNode] = {}
+    after: dict[str | None, list[NotebookNode]] = {}
+    seen: set[str] = set()
+    anchor = None
+    for cell in student.cells:
+        if cell.get("metadata", {}).get(NOTE_MARK):
+            earlier.append(cell.get("source", ""))  # the preflight's, or an earlier run's
+            continue
+        gid = _meta(cell).get("grade_id")
+        if gid in answers and gid not in taken:
+            if cell.get("cell_type") != "code":
+                notes.append(f"your answer cell `{gid}` had been turned into a {cell.get('cell_type')} cell: "
+                             "it was run as code")
+            taken[gid] = cell
+            anchor = gid
+        elif gid in known:
+            if gid in seen:
+                notes.append(f"a copy of the cell `{gid}` was removed")
+            seen.add(gid)
+            anchor = gid
+        else:
+            if gid:
+                notes.append(f"a cell with the unknown grade id `{gid}` was kept as a cell of your own")
+            kept = nbformat.v4.new_code_cell(cell.get("source", "")) if cell.get("cell_type") == "code" \
+                else nbformat.v4.new_markdown_cell(cell.get("source", ""))
+            after.setdefault(anchor, []).append(kept)
+    missing_locked = [gid for gid in known if gid not in seen and gid not in answers]
+    if missing_locked:
+        notes.append(f"{len(missing_locked)} locked or test cells were missing or changed and were restored")
+    out = nbformat.v4.new_notebook(metadata=copy.deepcopy(source.metadata))
+    out.cells.extend(after.get(None, []))
+    stub_by_gid = {_meta(c).get("grade_id"): c for c in stubs.cells}
+    for cell in source.cells:
+        gid = _meta(cell).get("grade_id")
+        if gid in answers:
+            mine = taken.get(gid)
+            if mine is None:
+                notes.append(f"your answer cell `{gid}` was missing (deleted, or its grade id changed): "
+                             "the empty answer cell was put back; code of yours elsewhere still runs")
+                new = copy.deepcopy(stub_by_gid[gid])
+            else:
+                new = copy.deepcopy(stub_by_gid[gid])
+                new.source = mine.get("source", "")
+            new.cell_type = "code"
+            new.outputs, new.execution_count = [], None
+        else:
+            new = copy.deepcopy(cell)
+            if new.cell_type == "code":
+                new.outputs, new.execution_count = [], None
+        out.cells.append(new)
+        out.cells.extend(after.get(gid, []))
+    if notes or earlier:
+        text = "\n\n".join(earlier)
+        if notes:
+            text += ("\n\n" if text else "") + "**Autograder note.** Your notebook was rebuilt on the " \
+                    "assignment before grading:\n\n" + "\n".join(f"- {n}" for n in notes)
+        note = nbformat.v4.new_markdown_cell(text)
+        note.metadata[NOTE_MARK] = True
+        out.cells.insert(0, note)
+    return out, notes
+
+
+class RebuildFromSource(NbGraderPreprocessor):
+    """Sanitize step: run before nbgrader's OverwriteCells."""
+
+    def preprocess(self, nb: NotebookNode, resources: ResourcesDict):
+        info = resources["nbgrader"]
+        coursedir = CourseDirectory(config=self.config)
+        path = Path(coursedir.root) / coursedir.source_directory / info["assignment"] / f"{info['notebook']}.ipynb"
+        source = nbformat.read(path, as_version=4)
+        rebuilt, notes = rebuild(nb, source)
+        for n in notes:
+            self.log.warning("%s: %s", info["student"], n)
+        resources.setdefault("backprop_ninja", {})["rebuild_notes"] = notes
+        return rebuilt, resources

@@ -1,0 +1,208 @@
+"""The attack and bad-input corpus: each case writes one student's submission folder and
+says what grading it must give. Honest neighbours are graded in the same batch."""
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+
+from grader import spec
+from grader.submissions import fill, reference_answers
+
+EX1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
+ALL = [g.grade_id for g in spec.GRADED]
+NB = f"{spec.NOTEBOOK}.ipynb"
+
+
+@dataclass
+class Case:
+    student: str
+    what: str
+    write: Callable[[Path, dict], None]       # (submission folder, {"source", "release"})
+    zeros: set[str] = field(default_factory=set)
+    says: list[str] = field(default_factory=list)  # text the student's feedback must show
+    suspicious: bool = False
+
+
+def _reference(nbs) -> nbformat.NotebookNode:
+    return fill(nbs["release"], reference_answers(nbs["source"]))
+
+
+def _write_nb(folder: Path, nb, name: str = NB) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / name)
+
+
+def honest(folder, nbs):
+    _write_nb(folder, _reference(nbs))
+
+
+def with_cell(after: str, code: str, *, answers: dict | None = None):
+    """The reference answers (or others) plus one cell of the student's own."""
+    def write(folder, nbs):
+        ans = dict(reference_answers(nbs["source"]), **(answers or {}))
+        nb = fill(nbs["release"], ans, [(after, code)])
+        _write_nb(folder, nb)
+    return write
+
+
+def raw(data: bytes, name: str = NB):
+    def write(folder, nbs):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    return write
+
+
+def truncated(folder, nbs):
+    text = nbformat.writes(_reference(nbs))
+    raw(text[: len(text) // 2].encode())(folder, nbs)
+
+
+def nbformat3(folder, nbs):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / NB).write_text(nbformat.writes(_reference(nbs), version=3))
+
+
+def latin1(folder, nbs):
+    nb = _reference(nbs)
+    nb.cells[0].source += "\n\nRésumé"
+    data = nbformat.writes(nb).encode("utf-8").replace("Résumé".encode("utf-8"), "Résumé".encode("latin-1"))
+    raw(data)(folder, nbs)
+
+
+def misnamed(folder, nbs):
+    _write_nb(folder, _reference(nbs), name="backprop_ninja (1).ipynb")
+
+
+def extra_files(folder, nbs):
+    honest(folder, nbs)
+    (folder / "junk.bin").write_bytes(b"\0" * 1_000_000)
+    (folder / "answers.pt").write_bytes(b"not a tensor file")
+
+
+def huge(folder, nbs):
+    nb = _reference(nbs)
+    png = base64.b64encode(b"\x89PNG" + b"\0" * 20_000_000).decode()
+    for c in nb.cells:
+        if c.cell_type == "code":
+            c.outputs = [nbformat.v4.new_output("display_data", data={"image/png": png})]
+            break
+    _write_nb(folder, nb)
+
+
+def _edited(edit):
+    def write(folder, nbs):
+        nb = _reference(nbs)
+        edit(nb)
+        _write_nb(folder, nb)
+    return write
+
+
+def _gid(c):
+    return c.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def delete_cells(nb):
+    nb.cells = [c for c in nb.cells if _gid(c) not in ("ex2_solution", "ex1_dh", "ex1_dW2", "ex3_dhprebn")]
+
+
+def duplicate_and_move(nb):
+    i = next(i for i, c in enumerate(nb.cells) if _gid(c) == "ex1_dlogprobs")
+    nb.cells.insert(i, copy.deepcopy(nb.cells[i]))
+    j = next(i for i, c in enumerate(nb.cells) if _gid(c) == "ex1_solution")
+    nb.cells.append(nb.cells.pop(j))  # the answer moved to the end
+
+
+def change_types(nb):
+    for c in nb.cells:
+        if _gid(c) in ("ex3_solution", "ex1_check"):
+            c.cell_type = "markdown"
+            c.pop("outputs", None)
+            c.pop("execution_count", None)
+
+
+def change_ids_and_metadata(nb):
+    for c in nb.cells:
+        if _gid(c) == "ex1_dlogprobs":
+            c.metadata.nbgrader.update(grade_id="bonus", points=100)
+        if _gid(c) == "ex1_dprobs":
+            c.metadata.nbgrader["points"] = 50
+        if _gid(c) == "forward":
+            c.metadata.nbgrader["locked"] = False
+            c.source = c.source.replace("loss = -logprobs[range(n), Yb].mean()", "loss = logprobs.sum() * 0")
+        if _gid(c) == "ex4_solution":
+            c.metadata["tags"] = ["skip"]
+    nb.cells.append(nbformat.v4.new_code_cell("print('I added this')"))
+    nb.cells[-1].metadata["nbgrader"] = {"grade": True, "grade_id": "free_points", "points": 1000,
+                                         "solution": False, "locked": True, "schema_version": 3}
+
+
+ZERO_EX1 = "\n".join(f"{g.name} = torch.zeros_like({g.target})" for g in spec.GRADIENTS if g.exercise == 1)
+ZERO_LOSS = set(EX1) - {"ex1_db1", "ex1_dlogit_maxes"}  # zeros are right for the zero gradients
+
+CASES = [
+    Case("n01_honest", "the reference answers", honest),
+    Case("h01_not_json", "not JSON", raw(b"this is not a notebook"), set(ALL), ["could not be read", "not JSON"]),
+    Case("h02_truncated", "cut in half", truncated, set(ALL), ["could not be read"]),
+    Case("h03_empty", "an empty file", raw(b""), set(ALL), ["the file is empty"]),
+    Case("h04_nbformat3", "an old notebook format", nbformat3, set(), ["converted to format 4"]),
+    Case("h05_latin1", "not UTF-8", latin1, set(), ["not valid UTF-8"]),
+    Case("h06_misnamed", "another file name", misnamed, set(), ["backprop_ninja (1).ipynb"]),
+    Case("h07_extra_files", "extra files beside it", extra_files),
+    Case("h08_huge", "20 MB of embedded image", huge, set(), ["outputs were dropped"]),
+    Case("h09_deleted", "answer and test cells deleted", _edited(delete_cells), {"ex2_dlogits"},
+         ["`ex2_solution` was missing"]),
+    Case("h10_duplicated_moved", "test cell duplicated, answer cell moved", _edited(duplicate_and_move), set(),
+         ["a copy of the cell `ex1_dlogprobs` was removed"]),
+    Case("h11_types", "answer and locked cells turned into markdown", _edited(change_types), set(),
+         ["run as code"]),
+    Case("h12_ids_metadata", "grade ids, points, locks and tags edited, a cell with 1000 points added",
+         _edited(change_ids_and_metadata), set(), ["unknown grade id `free_points`", "restored"]),
+    Case("h13_raise", "the answer cell ends in raise", with_cell("ex1_solution", "raise ValueError('oops')")),
+    Case("h14_sys_exit", "sys.exit() in a cell", with_cell("ex1_solution", "import sys\nsys.exit(3)")),
+    Case("h15_os_exit", "os._exit() kills the kernel", with_cell("ex1_solution", "import os\nos._exit(0)"),
+         set(), ["DeadKernelError"]),
+    Case("h16_segfault", "a segfault", with_cell("ex2_check", "import ctypes\nctypes.string_at(0)"),
+         {"ex3_dhprebn"} | {g.grade_id for g in spec.GRADIENTS if g.exercise == 4} | {"ex4_training"},
+         ["replay of your notebook stopped"]),
+    Case("h17_loop", "an infinite loop", with_cell("ex1_solution", "while True:\n    pass"), set(),
+         ["CellTimeoutError"]),
+    Case("h18_memory", "a memory bomb", with_cell("ex1_solution", "import torch\nx = []\nwhile True:\n"
+                                                  "    x.append(torch.ones(10**8))")),
+    Case("h19_forks", "forks until the limit", with_cell("ex1_solution", "import os, time\nwhile True:\n"
+                                                         "    if os.fork() == 0:\n        time.sleep(30)")),
+    Case("h20_flood", "a flood of output", with_cell("ex1_solution", "for i in range(100000):\n    print('x' * 1000)"),
+         set(), ["output truncated"]),
+    Case("h21_names", "overwrites names.txt", with_cell("imports", "open('names.txt', 'w').write('aaa\\n')")),
+    Case("h22_read_secrets", "reads the solutions, the gradebook and the neighbours",
+         with_cell("ex1_solution", "import glob\nfound = glob.glob('../../../source/**', recursive=True) + "
+                   "glob.glob('/work/**/source/**/*.ipynb', recursive=True) + glob.glob('../../../*.db') + "
+                   "[p for p in glob.glob('../../*') if 'h22' not in p] + glob.glob('/root/*')\n"
+                   "print('FOUND', len(found))\nprint(open('../../../source/backprop_ninja/backprop_ninja.ipynb').read()[:100])"),
+         set(), ["FOUND 0"]),
+    Case("h23_write_gradebook", "writes the gradebook and a neighbour's folder",
+         with_cell("ex1_solution", "for p in ['../../../gradebook.db', '../../n01_honest/backprop_ninja/backprop_ninja.ipynb']:\n"
+                   "    try:\n        open(p, 'w').write('x')\n        print('WROTE', p)\n"
+                   "    except OSError as e:\n        print('REFUSED', type(e).__name__)"), set(), ["REFUSED"]),
+    Case("h24_tamper_kit", "rewrites the kit's modules, answers zeros",
+         with_cell("autograd", "import grader.grading, grader.compare\ngrader.compare.compare = None\n"
+                   "try:\n    open(grader.grading.__file__, 'a').write('x')\nexcept OSError as e:\n    print('REFUSED', e)",
+                   answers={"ex1_solution": ZERO_EX1}), ZERO_LOSS, ["REFUSED"], suspicious=True),
+    Case("h25_fake_verdict", "prints fake verdicts, answers zeros",
+         with_cell("ex1_solution", "for g in " + repr(EX1) + ":\n    print(f'PASS {g}: 1/1 points')\n1.0",
+                   answers={"ex1_solution": ZERO_EX1}), ZERO_LOSS, []),
+    Case("h26_score_trick", "makes every float print as 1e9 (nbgrader's partial-credit parsing)",
+         with_cell("imports", "get_ipython().display_formatter.formatters['text/plain'].for_type("
+                   "float, lambda o, p, c: p.text('1e9'))")),
+    Case("n02_honest_mistake", "an honest mistake: = instead of +=",
+         lambda folder, nbs: _write_nb(folder, fill(nbs["release"], {**reference_answers(nbs["source"]), "ex1_solution":
+                                        reference_answers(nbs["source"])["ex1_solution"].replace(
+                                            "dcounts += torch.ones_like(counts) * dcounts_sum",
+                                            "dcounts = torch.ones_like(counts) * dcounts_sum")})),
+         {"ex1_dcounts"}),
+]
