@@ -51,8 +51,10 @@ os.environ["JUPYTER_PATH"] = os.pathsep.join(
     [os.path.join(os.path.dirname(sandbox.__file__), "jupyter"), os.environ.get("JUPYTER_PATH", "")])
 os.environ["JUPYTER_RUNTIME_DIR"] = sandbox.prepare_runtime_dir()
 c.KernelManager.transport = "ipc"
-# An absolute socket path: jupyter_client's default is relative to each side's own folder.
-c.KernelManager.ip = os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "kernel")
+# An absolute socket path (jupyter_client's default is relative to each side's own folder),
+# one per grading process: concurrent batches must not share sockets (kernels of one
+# process run one after the other and number theirs 1-5 afresh).
+c.KernelManager.ip = os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], f"kernel-{os.getpid()}")
 c.Execute.kernel_name = "backprop-ninja-sandbox"
 c.SandboxedExecute.submission_timeout = 900   # seconds for all of one submission's cells
 c.SandboxedExecute.max_output_bytes = 2_000_000

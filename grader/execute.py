@@ -24,10 +24,23 @@ class SandboxedExecute(Execute):
     submission_timeout = Integer(900, help="Seconds for all the cells of one submission; cells "
                                  "after that are not run.").tag(config=True)
 
+    start_attempts = Integer(3, help="Kernel starts to try before the cells are marked not run "
+                             "(the replay grades regardless).").tag(config=True)
+
     def preprocess(self, nb, resources=None, km=None):
         self._started, self._dead, self._sizes = time.monotonic(), None, {}
-        self._cell_timeout = self.timeout
-        return super().preprocess(nb, resources, km)
+        self._cell_timeout, self._cells_started = self.timeout, 0
+        for attempt in range(1, self.start_attempts + 1):
+            try:
+                return super().preprocess(nb, resources, km)
+            except RuntimeError as e:  # jupyter_client: "Kernel didn't respond", "Kernel died before replying"
+                if "Kernel" not in str(e) or self._cells_started:
+                    raise
+                self.log.warning("kernel did not start (attempt %d of %d): %s", attempt, self.start_attempts, e)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = [_error("NotRun", "this cell was not run: the kernel could not be started")]
+        return nb, resources
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
@@ -38,6 +51,7 @@ class SandboxedExecute(Execute):
             cell.outputs = [_error("NotRun", f"this cell was not run: {why}")]
             return cell, resources
         self.timeout = max(1, int(min(self._cell_timeout or left, left)))
+        self._cells_started += 1
         try:
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
