@@ -26,6 +26,7 @@ class Verdict:
     lines: list[str] = field(default_factory=list)
     hint: str | None = None
     carried: bool = False       # credited for a right rule that received a wrong input
+    problem: str | None = None  # the comparison's: missing, shape, mismatch, ...
 
     def text(self) -> str:
         mark = "PASS" if self.score == self.max_score else "FAIL"
@@ -46,7 +47,8 @@ def _from_comparison(gradient: spec.Gradient, cmp: Comparison) -> Verdict:
     lines = [cmp.line()]
     if not cmp.ok and cmp.problem not in ("mismatch",):
         lines.append(cmp.message())
-    return Verdict(gradient.grade_id, gradient.points if cmp.ok else 0.0, gradient.points, lines)
+    return Verdict(gradient.grade_id, gradient.points if cmp.ok else 0.0, gradient.points, lines,
+                   problem=cmp.problem)
 
 
 def decide(gradient: spec.Gradient, *, main, reference: torch.Tensor, local=None,

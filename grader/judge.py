@@ -431,11 +431,12 @@ def judge_submission(cells, *, student: str, settings: Settings, names_txt: Path
     verdicts = _verdicts(out, fresh, settings)
     findings = [f for c in plan if c.kind in ("answer", "added") for f in scan_source(c.label, c.source)]
     problems = [out.problem] if out.problem else []
-    suspicious = [f"autograd or a dynamic trick in an answer cell: {f.text()}"
-                  for f in findings if f.cell in spec.ANSWER_CELLS.values()]
+    suspicious = [f"{'tampering' if f.kind == 'tamper' else 'autograd or a file in an answer cell'}: {f.text()}"
+                  for f in findings if f.serious]
     for gid, score in (in_kernel or {}).items():
         v = verdicts.get(gid)
-        if v and score >= v.max_score and v.score < v.max_score:
+        # a value the replay never got (a deleted cell, say) is not a sign of copying
+        if v and score >= v.max_score and v.score < v.max_score and v.problem != "missing":
             suspicious.append(f"{gid} matched autograd in the student's kernel but fails on fresh inputs")
     return Record(student, settings.seed, verdicts, findings, suspicious, out.seconds, problems)
 

@@ -33,6 +33,12 @@ class Finding:
     line: int
     what: str
     code: str
+    kind: str = "tamper"  # "autograd" and "file" are normal in a student's own checking cells
+
+    @property
+    def serious(self) -> bool:
+        """Suspicious wherever it is, or only in an answer cell."""
+        return self.kind == "tamper" or self.cell.endswith("_solution")
 
     def text(self) -> str:
         return f"{self.cell}, line {self.line}: {self.what}: {self.code.strip()[:100]}"
@@ -49,20 +55,20 @@ def scan_source(label: str, source: str) -> list[Finding]:
     found: list[Finding] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in AUTOGRAD_ATTRS:
-            found.append(Finding(label, node.lineno, AUTOGRAD_ATTRS[node.attr], code(node)))
+            found.append(Finding(label, node.lineno, AUTOGRAD_ATTRS[node.attr], code(node), "autograd"))
         elif isinstance(node, ast.Attribute) and node.attr in INTROSPECTION_ATTRS:
             found.append(Finding(label, node.lineno, f"introspects the interpreter (.{node.attr})", code(node)))
         elif isinstance(node, ast.Attribute) and node.attr in FILE_READERS:
-            found.append(Finding(label, node.lineno, FILE_READERS[node.attr], code(node)))
+            found.append(Finding(label, node.lineno, FILE_READERS[node.attr], code(node), "file"))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             fn = node.func.id
             if fn in DYNAMIC_CALLS:
-                found.append(Finding(label, node.lineno, DYNAMIC_CALLS[fn], code(node)))
+                found.append(Finding(label, node.lineno, DYNAMIC_CALLS[fn], code(node), "file" if fn == "open" else "tamper"))
             elif fn in ("getattr", "hasattr", "delattr") and len(node.args) > 1 and not isinstance(node.args[1], ast.Constant):
                 found.append(Finding(label, node.lineno, f"calls {fn}() with a computed name", code(node)))
             elif fn in ("getattr", "delattr") and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
                     and str(node.args[1].value) in AUTOGRAD_ATTRS:
-                found.append(Finding(label, node.lineno, AUTOGRAD_ATTRS[str(node.args[1].value)], code(node)))
+                found.append(Finding(label, node.lineno, AUTOGRAD_ATTRS[str(node.args[1].value)], code(node), "autograd"))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -73,6 +79,8 @@ def scan_source(label: str, source: str) -> list[Finding]:
             mods = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
             for m in mods:
                 top = m.split(".")[0]
-                if top in SUSPECT_MODULES or m.startswith("torch.autograd") or m.startswith("torch.func"):
+                if m.startswith("torch.autograd") or m.startswith("torch.func") or top == "functorch":
+                    found.append(Finding(label, node.lineno, f"imports {m}", code(node), "autograd"))
+                elif top in SUSPECT_MODULES:
                     found.append(Finding(label, node.lineno, f"imports {m}", code(node)))
     return sorted(found, key=lambda f: (f.line, f.what))

@@ -142,6 +142,15 @@ def change_ids_and_metadata(nb):
                                          "solution": False, "locked": True, "schema_version": 3}
 
 
+def read_secrets(folder, nbs):
+    course = folder.resolve().parents[2]
+    targets = [course / "source", course / "gradebook.db", course / "submitted" / "n01_honest", Path("/root/.bashrc")]
+    probe = ("import os\nfound = [p for p in " + repr([str(t) for t in targets]) + " if os.path.exists(p)]\n"
+             "found += [p for p in os.listdir('../..') if 'h22' not in p]\nprint('FOUND', len(found))\n"
+             "print(open('../../../source/backprop_ninja/backprop_ninja.ipynb').read()[:100])")
+    with_cell("ex1_solution", probe)(folder, nbs)
+
+
 ZERO_EX1 = "\n".join(f"{g.name} = torch.zeros_like({g.target})" for g in spec.GRADIENTS if g.exercise == 1)
 ZERO_LOSS = set(EX1) - {"ex1_db1", "ex1_dlogit_maxes"}  # zeros are right for the zero gradients
 
@@ -157,8 +166,7 @@ CASES = [
     Case("h08_huge", "20 MB of embedded image", huge, set(), ["outputs were dropped"]),
     Case("h09_deleted", "answer and test cells deleted", _edited(delete_cells), {"ex2_dlogits"},
          ["`ex2_solution` was missing"]),
-    Case("h10_duplicated_moved", "test cell duplicated, answer cell moved", _edited(duplicate_and_move), set(),
-         ["a copy of the cell `ex1_dlogprobs` was removed"]),
+    Case("h10_duplicated_moved", "test cell duplicated, answer cell moved", _edited(duplicate_and_move)),
     Case("h11_types", "answer and locked cells turned into markdown", _edited(change_types), set(),
          ["run as code"]),
     Case("h12_ids_metadata", "grade ids, points, locks and tags edited, a cell with 1000 points added",
@@ -179,11 +187,7 @@ CASES = [
     Case("h20_flood", "a flood of output", with_cell("ex1_solution", "for i in range(100000):\n    print('x' * 1000)"),
          set(), ["output truncated"]),
     Case("h21_names", "overwrites names.txt", with_cell("imports", "open('names.txt', 'w').write('aaa\\n')")),
-    Case("h22_read_secrets", "reads the solutions, the gradebook and the neighbours",
-         with_cell("ex1_solution", "import glob\nfound = glob.glob('../../../source/**', recursive=True) + "
-                   "glob.glob('/work/**/source/**/*.ipynb', recursive=True) + glob.glob('../../../*.db') + "
-                   "[p for p in glob.glob('../../*') if 'h22' not in p] + glob.glob('/root/*')\n"
-                   "print('FOUND', len(found))\nprint(open('../../../source/backprop_ninja/backprop_ninja.ipynb').read()[:100])"),
+    Case("h22_read_secrets", "reads the solutions, the gradebook and the neighbours", read_secrets,
          set(), ["FOUND 0"]),
     Case("h23_write_gradebook", "writes the gradebook and a neighbour's folder",
          with_cell("ex1_solution", "for p in ['../../../gradebook.db', '../../n01_honest/backprop_ninja/backprop_ninja.ipynb']:\n"
