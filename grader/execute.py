@@ -68,7 +68,8 @@ class SandboxedExecute(Execute):
         self._sizes[cell_index] = used + size
         if used + size > self.max_output_bytes:
             if used <= self.max_output_bytes:
-                outs.append(from_dict({"output_type": "stream", "name": "stdout",
+                # stderr: a stream of its own, so it is neither merged into nor cut off with stdout
+                outs.append(from_dict({"output_type": "stream", "name": "stderr",
                                        "text": f"\n[output truncated: over {self.max_output_bytes} bytes]\n"}))
             return None
         return super().output(outs, msg, display_id, cell_index)

@@ -8,7 +8,10 @@ import ast
 import re
 from dataclasses import dataclass
 
+from . import spec
 from .cells import strip_magics
+
+ANSWER_LABELS = set(spec.ANSWER_CELLS.values())
 
 AUTOGRAD_ATTRS = {"grad": "reads .grad", "backward": "calls .backward()", "retain_grad": "calls .retain_grad()",
                   "requires_grad": "sets requires_grad", "requires_grad_": "calls requires_grad_()",
@@ -33,16 +36,26 @@ class Finding:
     line: int
     what: str
     code: str
-    kind: str = "tamper"  # "autograd" and "file" are normal in a student's own checking cells
+    kind: str = "tamper"  # "autograd", "file", "dynamic": normal in a student's own checking cells
 
     @property
     def serious(self) -> bool:
-        """Suspicious wherever it is, or only in an answer cell."""
-        return self.kind == "tamper" or self.cell.endswith("_solution")
+        """Suspicious wherever it is ("tamper"), or only in an answer cell."""
+        return self.kind == "tamper" or self.cell in ANSWER_LABELS
 
     def text(self) -> str:
         return f"{self.cell}, line {self.line}: {self.what}: {self.code.strip()[:100]}"
 
+
+
+def _file_access(label: str, call: ast.Call, line: str) -> Finding:
+    """A file by a plain relative name is the student's own; a path that climbs out, is
+    absolute or is computed reaches outside the submission folder."""
+    arg = call.args[0] if call.args else None
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) \
+            and not arg.value.startswith(("/", "~")) and ".." not in arg.value:
+        return Finding(label, call.lineno, "opens a file", line, "file")
+    return Finding(label, call.lineno, "opens a file outside the submission folder", line, "tamper")
 
 
 def scan_source(label: str, source: str) -> list[Finding]:
@@ -60,10 +73,17 @@ def scan_source(label: str, source: str) -> list[Finding]:
             found.append(Finding(label, node.lineno, f"introspects the interpreter (.{node.attr})", code(node)))
         elif isinstance(node, ast.Attribute) and node.attr in FILE_READERS:
             found.append(Finding(label, node.lineno, FILE_READERS[node.attr], code(node), "file"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in FILE_READERS:
+            outside = _file_access(label, node, code(node))
+            if outside.kind == "tamper":
+                found.append(outside)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             fn = node.func.id
-            if fn in DYNAMIC_CALLS:
-                found.append(Finding(label, node.lineno, DYNAMIC_CALLS[fn], code(node), "file" if fn == "open" else "tamper"))
+            if fn == "open":
+                found.append(_file_access(label, node, code(node)))
+            elif fn in DYNAMIC_CALLS:
+                kind = "dynamic" if fn in ("globals", "vars", "setattr") else "tamper"
+                found.append(Finding(label, node.lineno, DYNAMIC_CALLS[fn], code(node), kind))
             elif fn in ("getattr", "hasattr", "delattr") and len(node.args) > 1 and not isinstance(node.args[1], ast.Constant):
                 found.append(Finding(label, node.lineno, f"calls {fn}() with a computed name", code(node)))
             elif fn in ("getattr", "delattr") and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \

@@ -177,7 +177,7 @@ CASES = [
          set(), ["DeadKernelError"]),
     Case("h16_segfault", "a segfault", with_cell("ex2_check", "import ctypes\nctypes.string_at(0)"),
          {"ex3_dhprebn"} | {g.grade_id for g in spec.GRADIENTS if g.exercise == 4} | {"ex4_training"},
-         ["replay of your notebook stopped"]),
+         ["replay of your notebook stopped"], suspicious=True),  # ctypes in a backprop exercise
     Case("h17_loop", "an infinite loop", with_cell("ex1_solution", "while True:\n    pass"), set(),
          ["CellTimeoutError"]),
     Case("h18_memory", "a memory bomb", with_cell("ex1_solution", "import torch\nx = []\nwhile True:\n"
@@ -188,11 +188,12 @@ CASES = [
          set(), ["output truncated"]),
     Case("h21_names", "overwrites names.txt", with_cell("imports", "open('names.txt', 'w').write('aaa\\n')")),
     Case("h22_read_secrets", "reads the solutions, the gradebook and the neighbours", read_secrets,
-         set(), ["FOUND 0"]),
+         set(), ["FOUND 0"], suspicious=True),
     Case("h23_write_gradebook", "writes the gradebook and a neighbour's folder",
          with_cell("ex1_solution", "for p in ['../../../gradebook.db', '../../n01_honest/backprop_ninja/backprop_ninja.ipynb']:\n"
                    "    try:\n        open(p, 'w').write('x')\n        print('WROTE', p)\n"
-                   "    except OSError as e:\n        print('REFUSED', type(e).__name__)"), set(), ["REFUSED"]),
+                   "    except OSError as e:\n        print('REFUSED', type(e).__name__)"), set(), ["REFUSED"],
+         suspicious=True),
     Case("h24_tamper_kit", "rewrites the kit's modules, answers zeros",
          with_cell("autograd", "import grader.grading, grader.compare\ngrader.compare.compare = None\n"
                    "try:\n    open(grader.grading.__file__, 'a').write('x')\nexcept OSError as e:\n    print('REFUSED', e)",

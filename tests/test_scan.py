@@ -30,7 +30,10 @@ CHEATS = [
     ('dW1 = eval("W1")', "calls eval()"),
     ('os = __import__("os")', "calls __import__()"),
     ("import importlib", "imports importlib"),
-    ('secret = open("/etc/passwd").read()', "opens a file"),
+    ('secret = open("/etc/passwd").read()', "opens a file outside the submission folder"),
+    ('open("../../../source/x.ipynb")', "opens a file outside the submission folder"),
+    ("open(path)", "opens a file outside the submission folder"),
+    ('open("answers.txt")', "opens a file"),
     ('answers = torch.load("answers.pt")', "loads a file"),
     ("globals().update(answers)", "touches globals()"),
     ("torch.allclose = lambda *a: True", "replaces torch.allclose"),
@@ -87,3 +90,14 @@ def test_findings_carry_line_numbers_and_code():
                                                  (6, "imports importlib")]
     assert [f.code for f in found] == ["b = t.grad", "loss.backward()", "import importlib"]
     assert found[0].text() == "ex3_solution, line 3: reads .grad: b = t.grad"
+
+
+def test_what_is_suspicious_depends_on_where():
+    """Autograd, a file of its own and globals() are normal in a student's checking cell,
+    suspicious in an answer cell; tampering and paths outside the folder are suspicious anywhere."""
+    mine = "your cell after forward"
+    for source in ("print(W1.grad)", "words = open('names.txt').read()", "print(globals().keys())"):
+        assert not any(f.serious for f in scan_source(mine, source)), source
+        assert all(f.serious for f in scan_source("ex1_solution", source)), source
+    for source in ("import ctypes", "torch.allclose = None", "open('../../../gradebook.db')", "exec('x=1')"):
+        assert any(f.serious for f in scan_source(mine, source)), source
