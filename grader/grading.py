@@ -95,7 +95,7 @@ def run_ex4(fn, params: dict, Xb: torch.Tensor, Yb: torch.Tensor) -> Ex4Run:
     inputs = {k: (t.detach().clone() if isinstance(t, torch.Tensor) else t)
               for k, t in v.items() if k in spec.EX4_ARGUMENTS}
     try:
-        kwargs = _accepted(fn, inputs)
+        kwargs = accepted_arguments(fn, inputs)
         with torch.no_grad():
             out = fn(**kwargs)
         if out is None:
@@ -109,8 +109,12 @@ def run_ex4(fn, params: dict, Xb: torch.Tensor, Yb: torch.Tensor) -> Ex4Run:
     return Ex4Run(dict(zip(spec.EX4_PARAMETERS, out)), reference)
 
 
-def _accepted(fn, inputs: dict) -> dict:
-    params = inspect.signature(fn).parameters
+def accepted_arguments(fn, inputs: dict) -> dict:
+    """The keyword arguments `fn` takes, by name (all of them if it has **kwargs)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or a callable without a signature
+        return inputs
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return inputs
     return {k: inputs[k] for k in params if k in inputs}

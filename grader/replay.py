@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from . import lecture, spec
+from .grading import accepted_arguments
 from .cells import strip_magics
 
 _real_exit = os._exit  # the harness's own; a student's os._exit only ends a statement
@@ -212,14 +213,7 @@ def _assigned(stmt) -> set[str]:
 
 
 def _call(fn, inputs: dict):
-    import inspect
-    try:
-        params = inspect.signature(fn).parameters
-        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            inputs = {k: inputs[k] for k in params if k in inputs}
-    except (TypeError, ValueError):
-        pass
-    return fn(**inputs)
+    return fn(**accepted_arguments(fn, inputs))
 
 
 # ------------------------------------------------------------ the process tree

@@ -123,9 +123,6 @@ class Sandbox:
             for name in files:
                 os.chown(os.path.join(root, name), self.uid, self.uid, follow_symlinks=False)
 
-    def popen(self, argv: list[str], *, writable: dict[str, str], cwd: str, **kwargs) -> subprocess.Popen:
-        return subprocess.Popen(self.command(argv, writable=writable, cwd=cwd), cwd=cwd if not self.isolated else None,
-                                preexec_fn=self.limits.apply, **kwargs)
 
 
 def default_sandbox() -> Sandbox:
