@@ -72,7 +72,9 @@ def test_cheats_are_listed_for_tas(corpus_course):
     assert any("reads .grad" in r for r in listed["c01_copy_grad"]["reasons"])
     assert any("torch.autograd" in r for r in listed["c02_autograd"]["reasons"])
     assert any("replaces torch.allclose" in r for r in listed["c03_monkeypatch"]["reasons"])
-    assert any("matched autograd in the student's kernel" in r for r in listed["c04_from_file"]["reasons"])
+    assert any("loads a file" in r for r in listed["c04_from_file"]["reasons"])
+    assert any("introspects the interpreter" in r for r in listed["c05_frames"]["reasons"])
+    assert any("matched autograd in the student's kernel" in r for r in listed["c03_monkeypatch"]["reasons"])
 
 
 def test_kernel_scores_are_not_trusted(corpus_course):
