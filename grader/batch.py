@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import shutil
@@ -16,18 +17,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import spec
+from . import intake, spec
 from .preflight import check_submission
+from .quote import for_log
 
 
 def run(course: Path, *, force: bool = False, nbgrader_args: list[str] = ()) -> dict:
     submitted = course / "submitted"
-    students = sorted(p.name for p in submitted.iterdir() if (p / spec.ASSIGNMENT).is_dir()) if submitted.is_dir() else []
+    students = sorted(p.name for p in submitted.iterdir() if (p / spec.ASSIGNMENT).is_dir()
+                      or (p / spec.ASSIGNMENT).is_symlink()) if submitted.is_dir() else []
     release_nb = course / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
     summary: dict = {"students": {}}
     for student in students:
-        pre = check_submission(submitted / student / spec.ASSIGNMENT, spec.NOTEBOOK, release_nb)
-        summary["students"][student] = {"preflight": pre.notes}
+        folder = submitted / student / spec.ASSIGNMENT
+        notes = intake.replace_non_regular(folder, release_nb)  # before anything reads or copies it
+        notes += check_submission(folder, spec.NOTEBOOK, release_nb).notes
+        intake.save_notes(course, student, notes)
+        summary["students"][student] = {"preflight": notes}
         done = course / "autograded" / student / spec.ASSIGNMENT
         if done.is_dir() and not (done / f"{spec.NOTEBOOK}.ipynb").exists():
             shutil.rmtree(done)  # interrupted half-way: grade it again
@@ -55,9 +61,9 @@ def main(argv: list[str]) -> int:
     summary = run(Path(args.course).resolve(), force=args.force, nbgrader_args=extra)
     for student, info in summary["students"].items():
         state = "graded" if info["graded"] else "NOT GRADED (see reports/autograde.log)"
-        print(f"{student}: {state}")
+        print(f"{for_log(student)}: {state}")
         for note in info["preflight"] + info.get("problems", []):
-            print(f"  - {note}")
+            print(f"  - {for_log(html.unescape(note), 500)}")
     return 0 if all(i["graded"] for i in summary["students"].values()) else 1
 
 

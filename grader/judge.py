@@ -32,6 +32,7 @@ from . import grading, hints, lecture, spec
 from .cells import strip_magics
 from .compare import MISSING, Foreign, compare
 from .mistakes import known_mistakes
+from .replay_client import Launcher, exchange_root, launch_plain, launch_sandboxed, server_for
 from .sandbox import Sandbox
 from .scan import Finding, scan_source
 
@@ -194,111 +195,6 @@ class ReplayOutput:
     problem: str | None = None
 
 
-Launcher = Callable[[list[str]], subprocess.Popen]
-
-
-def launch_plain(cmd: list[str]) -> subprocess.Popen:
-    """Start the replay server as a plain child process (a later step wraps it in a sandbox)."""
-    env = {k: v for k, v in os.environ.items()
-           if k in ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH") or k.startswith("BACKPROP_NINJA_")}
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-
-
-_exchange: Path | None = None
-
-
-def exchange_root() -> Path:
-    """Where the judge and the replay server pass files: the one folder the sandbox can see.
-    It stays the grader's; only each submission's out/ and data/ are the sandbox user's, so
-    nothing there can be swapped for a link the grader would follow."""
-    global _exchange
-    if _exchange is None:
-        _exchange = Path(tempfile.mkdtemp(prefix="bn-exchange-"))
-        os.chmod(_exchange, 0o755)
-    return _exchange
-
-
-def launch_sandboxed(cmd: list[str], sandbox: Sandbox) -> subprocess.Popen:
-    """The replay server inside the sandbox (bubblewrap and limits; limits only without it)."""
-    root = str(exchange_root())
-    return subprocess.Popen(sandbox.command(cmd, writable={root: root}, cwd=root),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, start_new_session=True, preexec_fn=sandbox.limits.apply)
-
-
-class ReplayServer:
-    """A warm `python -m grader.replay --serve`: torch imported and the shared setup cells
-    run once, then one fork per submission. Restarted if a submission kills it."""
-
-    def __init__(self, prefix: list[dict], launcher: Launcher = launch_plain):
-        self.prefix, self.launcher = prefix, launcher
-        self.home = Path(tempfile.mkdtemp(prefix="replay-server-", dir=exchange_root()))
-        os.chmod(self.home, 0o755)
-        self.proc: subprocess.Popen | None = None
-
-    def _start(self, names_txt: Path) -> None:
-        shutil.copy(names_txt, self.home / "names.txt")
-        self.proc = self.launcher([sys.executable, "-m", "grader.replay", "--serve"])
-        self._send({"prefix": self.prefix, "data_dir": str(self.home)})
-        ready = self._receive(120.0)
-        if not ready.get("ready"):
-            self.close()
-            raise RuntimeError(f"the replay server did not start: {ready}")
-
-    def replay(self, workdir: Path, *, run: str, names_txt: Path, timeout: float) -> str:
-        if self.proc is None or self.proc.poll() is not None:
-            self._start(names_txt)
-        try:
-            self._send({"workdir": str(workdir), "run": run, "timeout": timeout})
-            return self._receive(timeout + 30.0).get("status", "no status")
-        except (OSError, ValueError, TimeoutError) as e:
-            self.close()  # a submission that takes the server down costs only itself
-            return f"the replay server stopped: {e}"
-
-    def _send(self, obj: dict) -> None:
-        self.proc.stdin.write(json.dumps(obj) + "\n")
-        self.proc.stdin.flush()
-
-    def _receive(self, timeout: float) -> dict:
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not ready:
-            raise TimeoutError(f"no answer in {timeout:g} s")
-        line = self.proc.stdout.readline()
-        if not line:
-            raise OSError("the server exited")
-        return json.loads(line)
-
-    def close(self) -> None:
-        if self.proc is not None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
-            self.proc = None
-
-
-_servers: dict[str, ReplayServer] = {}
-
-
-def server_for(prefix: list[dict], launcher: Launcher) -> ReplayServer:
-    name = getattr(launcher, "func", launcher).__name__
-    key = json.dumps([prefix, name, repr(getattr(launcher, "keywords", ""))])
-    if key not in _servers:
-        _servers[key] = ReplayServer(prefix, launcher)
-    return _servers[key]
-
-
-@atexit.register
-def _close_servers() -> None:
-    for server in _servers.values():
-        server.close()
-    if _exchange is not None:
-        shutil.rmtree(_exchange, ignore_errors=True)
-
-
 def warm_prefix(cells: list[ReplayCell]) -> list[dict]:
     """The leading locked cells that do not depend on the seed: the same for every submission."""
     prefix = []
@@ -319,7 +215,7 @@ def handed(run: str, grads: dict) -> dict:
 
 
 def run_replay(cells: list[ReplayCell], fresh: Fresh, s: Settings, *, names_txt: Path,
-               launcher: Launcher = launch_plain, sandbox: Sandbox | None = None) -> ReplayOutput:
+               launcher: Launcher = launch_plain) -> ReplayOutput:
     """The notebook as it is first; then, one request at a time and in run_order(), only
     the runs that can change a grade (a gradient that failed as it is gets judged on its own
     rule; exercise 3 always). Each run's result is read before the next run starts."""
@@ -328,11 +224,8 @@ def run_replay(cells: list[ReplayCell], fresh: Fresh, s: Settings, *, names_txt:
         os.chmod(work, 0o755)
         data_dir = work / "data"
         data_dir.mkdir()
-        (work / "out").mkdir()
         shutil.copy(names_txt, data_dir / "names.txt")
         os.chmod(data_dir / "names.txt", 0o444)  # the replay reads it; nobody may change it
-        if sandbox is not None:
-            sandbox.give(work / "out")
         first = next((i for i, c in enumerate(cells) if c.kind == "answer"), len(cells))
         plan = {"cells": [c.__dict__ for c in cells], "first_answer": first, "data_dir": str(data_dir),
                 "train_seed": s.seed + 3, "train_steps": s.train_steps}
@@ -349,8 +242,8 @@ def run_replay(cells: list[ReplayCell], fresh: Fresh, s: Settings, *, names_txt:
                 runs[run] = RunResult(f"not run: the submission's {s.total_timeout:g} s were used up")
                 continue
             torch.save(handed(run, fresh.grads), work / "inject.pt")
-            status = server.replay(work, run=run, names_txt=names_txt, timeout=timeout)
-            runs[run] = _load_run(work / "out", run, status)
+            status, frame = server.replay(work, run=run, names_txt=names_txt, timeout=timeout)
+            runs[run] = _load_run(frame, run, status, fresh)
             if status.startswith("timed out"):
                 timeout = min(timeout, 5.0)  # a looping answer loops in every run: cap the rest
             if run == "main":
@@ -427,7 +320,7 @@ def judge_submission(cells, *, student: str, settings: Settings, names_txt: Path
     fresh = fresh_inputs(dataset(names_txt), settings)
     plan = replay_cells(cells, settings)
     launcher = functools.partial(launch_sandboxed, sandbox=sandbox) if sandbox else launch_plain
-    out = run_replay(plan, fresh, settings, names_txt=names_txt, launcher=launcher, sandbox=sandbox)
+    out = run_replay(plan, fresh, settings, names_txt=names_txt, launcher=launcher)
     verdicts = _verdicts(out, fresh, settings)
     findings = [f for c in plan if c.kind in ("answer", "added") for f in scan_source(c.label, c.source)]
     problems = [out.problem] if out.problem else []

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import nbformat
 
+from .quote import for_markdown
+
 HUGE_BYTES = 5 * 1024 * 1024
 
 
@@ -23,12 +25,6 @@ class Preflight:
     student: str
     notes: list[str] = field(default_factory=list)
     unreadable: bool = False
-
-
-def _note_cell(text: str) -> nbformat.NotebookNode:
-    cell = nbformat.v4.new_markdown_cell(f"**Autograder note.** {text}")
-    cell.metadata["backprop_ninja_rebuild_note"] = True
-    return cell
 
 
 def _read(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
@@ -73,7 +69,7 @@ def check_submission(folder: Path, notebook: str, release_nb: Path) -> Preflight
             return result
         chosen = max(others, key=lambda p: p.stat().st_size)
         shutil.copy(chosen, path)
-        result.notes.append(f"your notebook `{chosen.name}` was graded as `{path.name}`"
+        result.notes.append(f"your notebook {for_markdown(chosen.name)} was graded as {path.name}"
                             + (f" ({len(others) - 1} other notebooks ignored)" if len(others) > 1 else ""))
     try:
         nb, notes = _read(path)
@@ -82,13 +78,12 @@ def check_submission(folder: Path, notebook: str, release_nb: Path) -> Preflight
         shutil.copy(path, path.with_name(path.name + ".unreadable"))
         nb = nbformat.read(release_nb, as_version=4)
         reason = str(e) or type(e).__name__
-        result.notes.append(f"your notebook could not be read ({reason}); it was graded as the empty assignment")
+        result.notes.append(f"your notebook could not be read ({for_markdown(reason)}); it was graded as the "
+                            "empty assignment")
         result.unreadable = True
-    if result.notes:
+    if result.notes:  # the notes go to grader.intake, never into the notebook (the student's to write)
         original = path.with_name(path.name + ".original")
         if not original.exists() and not result.unreadable:
             shutil.copy(path, original)
-        nb.cells = [c for c in nb.cells if not c.get("metadata", {}).get("backprop_ninja_rebuild_note")]
-        nb.cells.insert(0, _note_cell(" ".join(n[0].upper() + n[1:] + "." for n in result.notes)))
         nbformat.write(nb, path)
     return result

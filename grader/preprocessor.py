@@ -18,6 +18,7 @@ from nbgrader.utils import determine_grade, is_grade
 from traitlets import Bool, Float, Integer, Unicode
 
 from . import judge, spec
+from .quote import for_log
 from .sandbox import WARNING, default_sandbox
 
 
@@ -61,13 +62,13 @@ class ReplayGrades(NbGraderPreprocessor):
             if is_grade(cell) and gid in record.verdicts:
                 cell.outputs = verdict_outputs(record.verdicts[gid], cell.get("execution_count"))
         for p in record.problems:
-            self.log.warning("%s: %s", student, p)
+            self.log.warning("%s: %s", for_log(student), for_log(p, 500))
         if record.suspicious:
-            self.log.warning("%s: %d suspicious signs (see %s)", student, len(record.suspicious), self.report_dir)
+            self.log.warning("%s: %d suspicious signs (see %s)", for_log(student), len(record.suspicious), self.report_dir)
         out = root / self.report_dir / "replay"
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{student}.json").write_text(json.dumps(record.to_json(), indent=1))
-        self.log.info("%s: replay graded %g/%g in %.2f s", student,
+        self.log.info("%s: replay graded %g/%g in %.2f s", for_log(student),
                       sum(v.score for v in record.verdicts.values()),
                       sum(v.max_score for v in record.verdicts.values()), record.replay_seconds)
         return nb, resources

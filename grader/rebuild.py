@@ -9,6 +9,7 @@ is said in a note at the top, which the student sees in the feedback.
 from __future__ import annotations
 
 import copy
+import html
 from pathlib import Path
 
 import nbformat
@@ -16,6 +17,9 @@ from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
+
+from .intake import notes_for
+from .quote import for_log, for_markdown
 
 NOTE_MARK = "backprop_ninja_rebuild_note"
 
@@ -25,25 +29,24 @@ def _meta(cell) -> dict:
     return m if isinstance(m, dict) else {}
 
 
-def rebuild(student: NotebookNode, source: NotebookNode) -> tuple[NotebookNode, list[str]]:
+def rebuild(student: NotebookNode, source: NotebookNode, *,
+            earlier: list[str] = ()) -> tuple[NotebookNode, list[str]]:
+    """`earlier`: the kit's notes from before (grader.intake); the only other notes are the
+    ones made here. A student's cell that looks like a note is just a cell of theirs."""
     stubs = ClearSolutions().preprocess(copy.deepcopy(source), ResourcesDict())[0]
     known = {_meta(c).get("grade_id"): c for c in source.cells if _meta(c).get("grade_id")}
     answers = {gid for gid, c in known.items() if _meta(c).get("solution")}
     notes: list[str] = []
-    earlier: list[str] = []
     taken: dict[str, NotebookNode] = {}
     after: dict[str | None, list[NotebookNode]] = {}
     seen: set[str] = set()
     anchor = None
     for cell in student.cells:
-        if cell.get("metadata", {}).get(NOTE_MARK):
-            earlier.append(cell.get("source", ""))  # the preflight's, or an earlier run's
-            continue
         gid = _meta(cell).get("grade_id")
         if gid in answers and gid not in taken:
             if cell.get("cell_type") != "code":
-                notes.append(f"your answer cell `{gid}` had been turned into a {cell.get('cell_type')} cell: "
-                             "it was run as code")
+                notes.append(f"your answer cell `{gid}` had been turned into a {for_markdown(cell.get('cell_type'))} "
+                             "cell: it was run as code")
             taken[gid] = cell
             anchor = gid
         elif gid in known:
@@ -53,7 +56,7 @@ def rebuild(student: NotebookNode, source: NotebookNode) -> tuple[NotebookNode, 
             anchor = gid
         else:
             if gid:
-                notes.append(f"a cell with the unknown grade id `{gid}` was kept as a cell of your own")
+                notes.append(f"a cell with the unknown grade id {for_markdown(gid)} was kept as a cell of your own")
             kept = nbformat.v4.new_code_cell(cell.get("source", "")) if cell.get("cell_type") == "code" \
                 else nbformat.v4.new_markdown_cell(cell.get("source", ""))
             after.setdefault(anchor, []).append(kept)
@@ -83,10 +86,12 @@ def rebuild(student: NotebookNode, source: NotebookNode) -> tuple[NotebookNode, 
         out.cells.append(new)
         out.cells.extend(after.get(gid, []))
     if notes or earlier:
-        text = "\n\n".join(earlier)
+        text = "**Autograder note.**"
+        if earlier:
+            text += "\n\n" + "\n".join(f"- {n[0].upper() + n[1:]}." for n in earlier)
         if notes:
-            text += ("\n\n" if text else "") + "**Autograder note.** Your notebook was rebuilt on the " \
-                    "assignment before grading:\n\n" + "\n".join(f"- {n}" for n in notes)
+            text += "\n\nYour notebook was rebuilt on the assignment before grading:\n\n" \
+                    + "\n".join(f"- {n}" for n in notes)
         note = nbformat.v4.new_markdown_cell(text)
         note.metadata[NOTE_MARK] = True
         out.cells.insert(0, note)
@@ -101,8 +106,9 @@ class RebuildFromSource(NbGraderPreprocessor):
         coursedir = CourseDirectory(config=self.config)
         path = Path(coursedir.root) / coursedir.source_directory / info["assignment"] / f"{info['notebook']}.ipynb"
         source = nbformat.read(path, as_version=4)
-        rebuilt, notes = rebuild(nb, source)
-        for n in notes:
-            self.log.warning("%s: %s", info["student"], n)
+        earlier = notes_for(info["student"])
+        rebuilt, notes = rebuild(nb, source, earlier=earlier)
+        for n in earlier + notes:
+            self.log.warning("%s: %s", for_log(info["student"]), for_log(html.unescape(n), 500))
         resources.setdefault("backprop_ninja", {})["rebuild_notes"] = notes
         return rebuilt, resources

@@ -10,11 +10,13 @@ the other submissions, not the TA's home.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,6 +37,8 @@ class Limits:
     file_mb: int = 64          # the largest file a submission can write
     cpu_seconds: int = 1200    # CPU time of each process
     open_files: int = 512
+    disk_mb: int = 1024        # all a submission can write: its folder and /tmp, both tmpfs
+    tmp_mb: int = 256          # of which /tmp
 
     def apply(self) -> None:
         """In the child, before exec: the limits pass on to everything it starts."""
@@ -51,12 +55,12 @@ def bwrap_works() -> bool:
     exe = shutil.which("bwrap")
     if not exe:
         return False
-    probe = subprocess.run([exe, *_base_args(), "--", sys.executable, "-c", "pass"],
+    probe = subprocess.run([exe, *_base_args(), "--", sys.executable, "-I", "-c", "pass"],
                            capture_output=True, timeout=60)
     return probe.returncode == 0
 
 
-def _base_args() -> list[str]:
+def _base_args(tmp_mb: int = 256) -> list[str]:
     # No user namespace: bwrap runs as the grader, and setpriv then drops to a real, powerless uid.
     args = ["--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
             "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/usr", "/usr"]
@@ -67,7 +71,7 @@ def _base_args() -> list[str]:
         elif p.is_dir():
             args += ["--ro-bind", str(p), str(p)]
     args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(256 * 1024 * 1024), "--tmpfs", "/tmp"]
+             "--perms", "1777", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     readable = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(__file__).resolve().parent}
     for path in sorted(readable):
         args += _parents(path) + ["--ro-bind", str(path), str(path)]
@@ -91,9 +95,11 @@ class Sandbox:
     def isolated(self) -> bool:
         return bwrap_works()
 
-    def command(self, argv: list[str], *, writable: dict[str, str], cwd: str,
-                env: dict[str, str] | None = None) -> list[str]:
-        """`argv` as it runs inside; `writable` maps folders outside to where they appear inside."""
+    def command(self, argv: list[str], *, writable: dict[str, str], cwd: str, readonly: dict[str, str] | None = None,
+                env: dict[str, str] | None = None, scratch: str | None = None) -> list[str]:
+        """`argv` as it runs inside; `writable` and `readonly` map folders outside to where they
+        appear inside; `scratch`, a folder inside that is a fresh tmpfs of the disk limit
+        (less /tmp's share): all that the submission can write then lives in memory, bounded."""
         env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
                # the notebook reads NBGRADER_EXECUTION to shorten training under the grader
@@ -101,9 +107,14 @@ class Sandbox:
                **(env or {})}
         if not self.isolated:
             return argv
-        args = ["bwrap", *_base_args()]
+        args = ["bwrap", *_base_args(self.limits.tmp_mb)]
+        for outside, inside in (readonly or {}).items():
+            args += _parents(Path(inside)) + ["--ro-bind", outside, inside]
         for outside, inside in writable.items():
             args += _parents(Path(inside)) + ["--bind", outside, inside]
+        if scratch:
+            size = max(1, self.limits.disk_mb - self.limits.tmp_mb) * 1024 * 1024
+            args += _parents(Path(scratch)) + ["--perms", "1777", "--size", str(size), "--tmpfs", scratch]
         args += ["--chdir", cwd, "--clearenv"]
         for k, v in env.items():
             args += ["--setenv", k, v]
@@ -128,7 +139,7 @@ class Sandbox:
 def default_sandbox() -> Sandbox:
     """Limits from the environment (nbgrader_config.py sets them): BACKPROP_NINJA_MEMORY_MB etc."""
     lim = Limits()
-    for name in ("memory_mb", "processes", "file_mb", "cpu_seconds", "open_files"):
+    for name in ("memory_mb", "processes", "file_mb", "cpu_seconds", "open_files", "disk_mb", "tmp_mb"):
         value = os.environ.get(f"BACKPROP_NINJA_{name.upper()}")
         if value:
             setattr(lim, name, int(value))
@@ -140,27 +151,53 @@ MAX_COPY_MB = 50  # a submission folder bigger than this is not copied whole int
 
 
 def _copy_submission(src: Path, dest: Path) -> list[str]:
+    """Regular files and folders only, never through a link, at most MAX_COPY_MB in all."""
     skipped, total = [], 0
     dest.mkdir(parents=True)
-    for path in sorted(src.rglob("*")):
-        rel = path.relative_to(src)
-        if path.is_symlink():
-            skipped.append(f"{rel} (a link)")
-        elif path.is_dir():
-            (dest / rel).mkdir(parents=True, exist_ok=True)
-        elif path.is_file():
-            size = path.stat().st_size
-            if total + size > MAX_COPY_MB * 1024 * 1024:
-                skipped.append(f"{rel} ({size // 1024} KiB)")
-                continue
-            total += size
-            shutil.copy2(path, dest / rel)
+    for root, dirs, files in os.walk(src, followlinks=False):
+        here = Path(root)
+        for name in sorted(dirs + files):
+            path = here / name
+            rel = path.relative_to(src)
+            st = path.lstat()
+            if stat.S_ISDIR(st.st_mode):
+                (dest / rel).mkdir(parents=True, exist_ok=True)
+            elif not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+                skipped.append(f"{rel} (not a plain file)")
+            elif total + st.st_size > MAX_COPY_MB * 1024 * 1024:
+                skipped.append(f"{rel} ({st.st_size // 1024} KiB)")
+            else:
+                total += st.st_size
+                shutil.copyfile(path, dest / rel, follow_symlinks=False)
     return skipped
 
 
+KERNEL_DIR_PREFIX = "bn-kernel-"
+SUBMISSION_INSIDE = "/run/submission"  # the read-only copy the kernel's folder is filled from
+
+
+def make_kernel_dir(runtime_root: str) -> Path:
+    """A folder of one kernel's own (SandboxedExecute makes one per kernel): `ipc/` for its
+    sockets, the only part of it any sandbox sees, and `scratch/` for the copy of the
+    submission it starts from. Removing it removes everything the kernel left."""
+    home = Path(tempfile.mkdtemp(prefix=KERNEL_DIR_PREFIX, dir=runtime_root))
+    (home / "ipc").mkdir(mode=0o700)
+    return home
+
+
+def _kernel_home(conn: dict) -> Path:
+    ipc = Path(conn.get("ip", ""))
+    home = ipc.parent.parent
+    if conn.get("transport") != "ipc" or ipc.parent.name != "ipc" or not home.name.startswith(KERNEL_DIR_PREFIX):
+        raise ValueError("the sandboxed kernel needs c.KernelManager.transport = 'ipc' and a socket path "
+                         "in a folder of its own (grader.execute.SandboxedExecute makes one)")
+    return home
+
+
 def kernel_main(connection_file: str) -> int:
-    """Start an IPython kernel for the autograder inside the sandbox. The notebook's folder
-    is seen through a scratch copy: what the kernel writes stays there and is thrown away."""
+    """Start an IPython kernel for the autograder inside the sandbox. Its folder is a tmpfs
+    of the disk limit, filled with a copy of the submission: what it writes is bounded,
+    stays there and is thrown away."""
     conn = json.loads(Path(connection_file).read_text())
     sandbox = default_sandbox()
     python = [sys.executable, "-m", "ipykernel_launcher", "-f"]
@@ -168,31 +205,28 @@ def kernel_main(connection_file: str) -> int:
         print(WARNING, file=sys.stderr, flush=True)
         proc = subprocess.Popen(python + [connection_file], preexec_fn=sandbox.limits.apply)
         return _forward_and_wait(proc)
-    if conn.get("transport") != "ipc" or not os.path.isabs(conn.get("ip", "")):
-        print("ERROR: the sandboxed kernel needs c.KernelManager.transport = 'ipc' (the sandbox has no "
-              "network, not even localhost) and an absolute c.KernelManager.ip", file=sys.stderr, flush=True)
-        return 2
-    cwd = Path.cwd()
-    scratch = Path(tempfile.mkdtemp(prefix="bn-kernel-"))
     try:
-        work = scratch / "work"
-        for note in _copy_submission(cwd, work):
-            print(f"sandbox: not copied into the kernel's folder: {note}", file=sys.stderr)
-        inside_conn = work / ".kernel-connection.json"
-        shutil.copy(connection_file, inside_conn)
-        sandbox.give(scratch)
-        ipc_dir = str(Path(conn["ip"]).parent)
-        cmd = sandbox.command(python + [str(cwd / inside_conn.name)],
-                              writable={str(work): str(cwd), ipc_dir: ipc_dir}, cwd=str(cwd))
-        with open(scratch / "kernel.log", "wb") as log:
-            proc = subprocess.Popen(cmd, preexec_fn=sandbox.limits.apply, stdout=log, stderr=subprocess.STDOUT)
-            code = _forward_and_wait(proc)
-        if code not in (0, -signal.SIGTERM, -signal.SIGKILL):
-            tail = (scratch / "kernel.log").read_bytes()[-2000:].decode(errors="replace")
-            print(f"sandbox: the kernel in {cwd} exited with {code}:\n{tail}", file=sys.stderr, flush=True)
-        return code
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        home = _kernel_home(conn)
+    except ValueError as e:
+        print(f"ERROR: {e}", file=sys.stderr, flush=True)
+        return 2
+    cwd, scratch, ipc = Path.cwd(), home / "scratch", home / "ipc"
+    for note in _copy_submission(cwd, scratch):
+        print(f"sandbox: not copied into the kernel's folder: {note}", file=sys.stderr)
+    shutil.copy(connection_file, scratch / ".kernel-connection.json")
+    os.chmod(scratch / ".kernel-connection.json", 0o644)  # only this sandbox sees scratch/
+    sandbox.give(ipc)
+    fill = ["sh", "-c", 'cp -R "$0"/. . 2>/dev/null; exec "$@"', SUBMISSION_INSIDE]
+    cmd = sandbox.command(fill + python + [str(cwd / ".kernel-connection.json")],
+                          writable={str(ipc): str(ipc)}, readonly={str(scratch): SUBMISSION_INSIDE},
+                          scratch=str(cwd), cwd=str(cwd))
+    with open(home / "kernel.log", "wb") as log:
+        proc = subprocess.Popen(cmd, preexec_fn=sandbox.limits.apply, stdout=log, stderr=subprocess.STDOUT)
+        code = _forward_and_wait(proc)
+    if code not in (0, -signal.SIGTERM, -signal.SIGKILL):
+        tail = (home / "kernel.log").read_bytes()[-2000:].decode(errors="replace")
+        print(f"sandbox: the kernel in {cwd} exited with {code}:\n{tail}", file=sys.stderr, flush=True)
+    return code
 
 
 def _forward_and_wait(proc: subprocess.Popen) -> int:
@@ -207,12 +241,13 @@ def _forward_and_wait(proc: subprocess.Popen) -> int:
 
 
 def prepare_runtime_dir() -> str:
-    """Where kernels put their connection files and IPC sockets: the sandbox user may create
-    its sockets there (1733: write, no listing) but cannot read the connection files."""
-    path = Path(tempfile.gettempdir()) / f"backprop-ninja-runtime-{os.getuid()}"
-    path.mkdir(mode=0o1733, exist_ok=True)
-    os.chmod(path, 0o1733)
-    return str(path)
+    """Where this grading process's kernels put their connection files; each kernel's sockets
+    go in a folder of its own inside (make_kernel_dir), the only part a sandbox sees. One per
+    process, the grader's alone, removed at exit."""
+    path = tempfile.mkdtemp(prefix="backprop-ninja-runtime-")
+    os.chmod(path, 0o700)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def main(argv: list[str]) -> int:
