@@ -6,9 +6,9 @@ pidfd_getfd, unless the target is not dumpable; and a process group is no bounda
 (`setsid()` leaves it). So:
 
 - the server makes itself not dumpable (no ptrace, no pidfd_getfd, no /proc/<pid>/fd);
-- each run gets a user, PID and mount namespace of its own: it is PID 1 there, so when it
+- each run gets a user, PID, mount and IPC namespace of its own: it is PID 1 there, so when it
   ends (or is killed) the kernel kills everything it started, daemons included; it cannot
-  name the server's PID at all;
+  name the server's PID at all, and shared memory it leaves dies with it;
 - in its mount namespace, /tmp and /dev/shm are fresh size-limited tmpfs, and then all
   capabilities are dropped, so it cannot unmount them to reach what is underneath.
 """
@@ -18,6 +18,7 @@ import ctypes
 import os
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
@@ -46,7 +47,7 @@ def new_namespaces() -> None:
     """Before forking the run: its children are born into a PID namespace of their own.
     Needs a single-threaded caller (a fresh fork of the server is)."""
     uid, gid = os.geteuid(), os.getegid()
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS), "unshare")
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC), "unshare")
     # The same ids inside as outside, so files the run writes (in its own /tmp) have an owner.
     # Our /proc/self files are writable only while we are dumpable: briefly, and before the
     # run exists (the caller holds none of the server's pipes by now).

@@ -88,7 +88,7 @@ def rebuild(student: NotebookNode, source: NotebookNode, *,
     if notes or earlier:
         text = "**Autograder note.**"
         if earlier:
-            text += "\n\n" + "\n".join(f"- {n[0].upper() + n[1:]}." for n in earlier)
+            text += "\n\n" + "\n".join(f"- {n}" for n in earlier)
         if notes:
             text += "\n\nYour notebook was rebuilt on the assignment before grading:\n\n" \
                     + "\n".join(f"- {n}" for n in notes)
