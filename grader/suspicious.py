@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+from .quote import for_log
+
 
 def collect(course: Path) -> dict[str, dict]:
     out = {}
@@ -29,9 +31,9 @@ def main(argv: list[str]) -> int:
     if not found:
         print("no suspicious submissions")
     for student, info in found.items():
-        print(f"{student}: {info['score']:g}/{info['max_score']:g} (grade follows the replay)")
-        for reason in info["reasons"][:8]:
-            print(f"  - {reason}")
+        print(f"{for_log(student)}: {info['score']:g}/{info['max_score']:g} (grade follows the replay)")
+        for reason in info["reasons"][:8]:  # they quote the student's code: no escape codes reach the terminal
+            print(f"  - {for_log(reason, 300)}")
         if len(info["reasons"]) > 8:
             print(f"  - ... {len(info['reasons']) - 8} more in reports/suspicious.json")
     return 0
