@@ -24,6 +24,18 @@ from . import spec
 from .quote import for_markdown
 
 REPORT_DIR = "reports"
+# Files a browser would run if a TA opened them: the formgrader serves everything in a
+# submission's autograded folder from the TA's own origin. Not copied for grading.
+ACTIVE_SUFFIXES = ("html", "htm", "xhtml", "shtml", "mht", "mhtml", "svg", "svgz", "xml", "xsl", "xslt",
+                   "js", "mjs", "pdf", "swf")
+
+
+def _any_case(suffix: str) -> str:
+    return "*." + "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in suffix)
+
+
+# for c.CourseDirectory.ignore (fnmatch is case-sensitive; browsers go by the suffix in any case)
+ACTIVE_FILE_PATTERNS = [_any_case(s) for s in ACTIVE_SUFFIXES]
 _notes: dict[str, list[str]] = {}   # student -> the kit's notes for this grading process
 
 
@@ -53,6 +65,9 @@ def replace_non_regular(folder: Path, release_nb: Path) -> list[str]:
             path = Path(root) / name
             what = _what(path.lstat())
             if what is None:
+                if name.lower().rpartition(".")[2] in ACTIVE_SUFFIXES and name in files:
+                    notes.append(f"{for_markdown(path.relative_to(folder).as_posix())} is not copied for "
+                                 "grading: a browser would run it")
                 continue
             path.unlink()
             rel = for_markdown(path.relative_to(folder).as_posix())

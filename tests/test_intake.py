@@ -135,3 +135,13 @@ def test_the_kits_note_quotes_grade_ids_and_holds_earlier_notes():
     assert note.metadata.get(NOTE_MARK)
     assert "<img" not in note.source and "\x1b" not in note.source and "&#60;img" in note.source
     assert "leak&#46;txt was a link" in note.source
+
+
+def test_files_a_browser_would_run_are_named_and_ignored_by_nbgrader(course):
+    import fnmatch
+    (_folder(course) / "Page.HTML").write_text("<script>alert(1)</script>")
+    (_folder(course) / "notes.txt").write_text("fine")
+    notes = intake.replace_non_regular(_folder(course), _release(course))
+    assert len(notes) == 1 and "Page&#46;HTML is not copied" in notes[0]
+    assert any(fnmatch.fnmatch("Page.HTML", p) for p in intake.ACTIVE_FILE_PATTERNS)
+    assert not any(fnmatch.fnmatch("notes.txt", p) for p in intake.ACTIVE_FILE_PATTERNS)
