@@ -43,6 +43,8 @@ c.Autograde.sanitize_preprocessors = [
     ClearOutput, DeduplicateIds, RebuildFromSource, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
 ]
 
+# NeutraliseOutputs, right after the kernel ran: whatever the student's code displayed is made
+# inert in the autograded notebook itself (no script runs in the formgrader or the feedback).
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute, NeutraliseOutputs, ReplayGrades, IgnorePattern, ClearMetadataPreprocessor,
     LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
