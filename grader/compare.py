@@ -34,7 +34,7 @@ class Foreign:
 class Comparison:
     name: str
     ok: bool
-    problem: str | None = None       # missing/none/not_tensor/shape/nonfinite/mismatch
+    problem: str | None = None       # missing/none/not_tensor/unusable/shape/nonfinite/mismatch
     exact: bool = False
     approx: bool = False
     maxdiff: float | None = None
@@ -62,6 +62,8 @@ class Comparison:
             return f"{self.name} is None; assign it a tensor of shape {exp}"
         if p == "not_tensor":
             return f"{self.name} is not a torch tensor"
+        if p == "unusable":
+            return f"{self.name} could not be used"
         if p == "shape":
             return f"wrong shape {_fmt(self.shape)}, expected {exp}"
         if p == "nonfinite":
@@ -92,7 +94,9 @@ def compare(name: str, value, reference: torch.Tensor, *, zero_ok_reason: str | 
     if value is None:
         return Comparison(name, False, "none", expected_shape=exp)
     if not isinstance(value, torch.Tensor):
-        return Comparison(name, False, "not_tensor", expected_shape=exp,
+        # a tensor the judge refused to compute with (grader/results.py) says so itself
+        problem = "unusable" if hasattr(value, "message") else "not_tensor"
+        return Comparison(name, False, problem, expected_shape=exp,
                           notes=(f"got {getattr(value, 'type_name', type(value).__name__)}",))
     shape = tuple(value.shape)
     fitted = as_reference_shape(value, reference.shape)

@@ -86,9 +86,10 @@ class SandboxedExecute(Execute):
         used = self._sizes.get(cell_index, 0)
         self._sizes[cell_index] = used + size
         if used + size > self.max_output_bytes:
-            return self._drop(outs, cell_index, f"over {self.max_output_bytes} bytes")
+            return self._drop(outs, cell_index, f"output truncated: over {self.max_output_bytes} bytes")
         if self._total + size > self.max_total_output_bytes:  # only what is kept counts
-            return self._drop(outs, cell_index, f"the submission's outputs are over {self.max_total_output_bytes} bytes")
+            return self._drop(outs, cell_index, "output dropped: the submission's outputs are over "
+                              f"{self.max_total_output_bytes} bytes in all")
         self._total += size
         if msg.get("msg_type") == "error" and "No space left on device" in str(msg.get("content", {}).get("evalue")):
             outs.append(from_dict({"output_type": "stream", "name": "stderr", "text": (
@@ -101,5 +102,5 @@ class SandboxedExecute(Execute):
             self._noted.add(cell_index)
             # stderr: a stream of its own, so it is neither merged into nor cut off with stdout
             outs.append(from_dict({"output_type": "stream", "name": "stderr",
-                                   "text": f"\n[output truncated: {why}]\n"}))
+                                   "text": f"\n[{why}]\n"}))
         return None

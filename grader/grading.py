@@ -13,9 +13,17 @@ import torch
 from . import lecture, spec
 from .compare import MISSING, Comparison, compare
 
-# Exercise 4's training check: the loss after the capped run must have fallen this much
-# below the loss at initialisation (about 3.3 -> below 2.9 in 1,000 steps when right).
+# Exercise 4's training check in the student's kernel: the loss after the capped run must
+# have fallen this much below the loss at initialisation (about 3.3 -> below 2.9 in 1,000 steps).
 TRAINING_DROP = 0.3
+# The judge's (grader/judge.py): the replay trains with the student's backward at TRAINING_LR,
+# the judge with the kit's from the same start; the student's validation loss must beat every net
+# that ignores its input (~2.81 on names.txt) and be at most TRAINING_TOLERANCE above the kit's.
+# Measured, 16 seeds x 100 steps (kit 2.64-2.73): Bessel, 1-h, dC with =, 0.75x gradients end
+# within +0.06 and pass; 0.5x within +0.17 (8/16 also beat 2.81); 10*param ends at ln 27, +0.56;
+# zeroing the hidden layer but learning the rest +0.10..+0.20: only the context-free bound stops it.
+TRAINING_LR = 0.1
+TRAINING_TOLERANCE = 0.2
 
 
 @dataclass

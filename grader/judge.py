@@ -8,37 +8,33 @@ reach the comparisons: they happen in this process, on values loaded as plain te
 from __future__ import annotations
 
 import ast
-import atexit
+import contextlib
 import functools
 import hashlib
-import io
 import json
+import math
 import os
-import select
 import shutil
 import signal
-import stat
-import subprocess
-import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-from . import grading, hints, lecture, spec
+from . import grading, hints, lecture, results, spec
 from .cells import strip_magics
-from .compare import MISSING, Foreign, compare
+from .compare import MISSING, compare
 from .mistakes import known_mistakes
+from .results import RunResult, Unusable
 from .replay_client import Launcher, exchange_root, launch_plain, launch_sandboxed, server_for
 from .sandbox import Sandbox
 from .scan import Finding, scan_source
 
 EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
 EVAL_EXAMPLES = 4000
-TRAINING_DROP = grading.TRAINING_DROP
 
 
 @dataclass
@@ -49,6 +45,12 @@ class Settings:
     total_timeout: float = 600.0        # the whole replay of one submission
     train_steps: int = 100
     carried_credit: float = 1.0         # share of a gradient's points for a right rule fed a wrong input
+    judge_seconds: float = 60.0         # the judge's own verdicts for one submission (main thread only)
+
+    @property
+    def train_seed(self) -> int:
+        """The batches of exercise 4's training run, the replay's and the reference's alike."""
+        return self.seed + 3
 
 
 def seed_for(student: str, salt: str) -> int:
@@ -79,6 +81,9 @@ class Fresh:
     eval_X: torch.Tensor
     eval_Y: torch.Tensor
     initial_eval_loss: float
+    reference_train_loss: float   # the same training run with the kit's backward
+    context_free_loss: float      # the best any net that ignores its input can reach on eval_Y
+    shapes: dict[str, results.Expect]   # what a run may return, by key
 
 
 def fresh_inputs(ds: lecture.Dataset, s: Settings) -> Fresh:
@@ -98,10 +103,30 @@ def fresh_inputs(ds: lecture.Dataset, s: Settings) -> Fresh:
         p5, _ = lecture.init_params(seed=s.seed + 2, vocab_size=ds.vocab_size, n_hidden=lecture.N_HIDDEN_TRAIN)
         eval_X, eval_Y = ds.Xdev[:EVAL_EXAMPLES], ds.Ydev[:EVAL_EXAMPLES]
         initial = float(lecture.cross_entropy_forward(p5, eval_X, eval_Y)["loss"])
+        train = dict(p5, Xtr=ds.Xtr, Ytr=ds.Ytr)
+        trained = reference_training(train, s)
+        reached = float(lecture.cross_entropy_forward(trained, eval_X, eval_Y)["loss"])
     finally:
         torch.set_num_threads(threads)
-    return Fresh(values, grads, branches, ex4_inputs, ex4_reference,
-                 dict(p5, Xtr=ds.Xtr, Ytr=ds.Ytr), eval_X, eval_Y, initial)
+    # cross-entropy of one fixed distribution q is H(p) + KL(p||q) >= H(p), p the labels' frequencies
+    freq = torch.bincount(eval_Y).double() / len(eval_Y)
+    context_free = float(-(freq[freq > 0] * freq[freq > 0].log()).sum())
+    return Fresh(values, grads, branches, ex4_inputs, ex4_reference, train, eval_X, eval_Y, initial,
+                 reached, context_free, results.expected_shapes(grads, values, ex4_reference, ex4_inputs, train))
+
+
+def reference_training(train: dict, s: Settings) -> dict:
+    """Runner._train (grader/replay.py) with the kit's own backward: the same start, the same
+    batches (Settings.train_seed, lecture.draw_batch's batch size), steps and rate."""
+    params = {k: train[k].clone() for k in spec.EX4_PARAMETERS}
+    g = torch.Generator().manual_seed(s.train_seed)
+    for _ in range(s.train_steps):
+        Xb, Yb = lecture.draw_batch(train["Xtr"], train["Ytr"], g)
+        with torch.enable_grad():
+            v = lecture.cross_entropy_forward(params, Xb, Yb, track=True)
+            v["loss"].backward()
+        params = {k: params[k] - grading.TRAINING_LR * v[k].grad for k in spec.EX4_PARAMETERS}
+    return params
 
 
 # ------------------------------------------------------------ the replay plan
@@ -172,23 +197,6 @@ def run_order() -> list[str]:
 
 # ------------------------------------------------------------ running it
 @dataclass
-class RunResult:
-    status: str
-    meta: dict = field(default_factory=dict)
-    tensors: dict = field(default_factory=dict)
-
-    def value(self, key: str):
-        info = self.meta.get("values", {}).get(key)
-        if info is None or info["kind"] == "missing":
-            return MISSING
-        if info["kind"] == "none":
-            return None
-        if info["kind"] == "other":
-            return Foreign(info.get("type", "?"))
-        return self.tensors.get(key, MISSING)
-
-
-@dataclass
 class ReplayOutput:
     runs: dict[str, RunResult]
     seconds: float
@@ -228,7 +236,7 @@ def run_replay(cells: list[ReplayCell], fresh: Fresh, s: Settings, *, names_txt:
         os.chmod(data_dir / "names.txt", 0o444)  # the replay reads it; nobody may change it
         first = next((i for i, c in enumerate(cells) if c.kind == "answer"), len(cells))
         plan = {"cells": [c.__dict__ for c in cells], "first_answer": first, "data_dir": str(data_dir),
-                "train_seed": s.seed + 3, "train_steps": s.train_steps}
+                "train_seed": s.train_seed, "train_steps": s.train_steps}
         (work / "plan.json").write_text(json.dumps(plan))
         torch.save({"ex4": fresh.ex4_inputs, "train": fresh.train}, work / "inputs.pt")
         server = server_for(warm_prefix(cells), launcher)
@@ -262,34 +270,9 @@ def _passes(value, reference, gradient) -> bool:
     return compare(gradient.name, value, reference, zero_ok_reason=spec.ZERO_GRADIENTS.get(gradient.name)).ok
 
 
-MAX_RESULT_BYTES = 256 * 1024 * 1024
-
-
-def _read_result(path: Path) -> bytes:
-    """A file the sandbox wrote: never through a link, only a regular file, bounded."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RESULT_BYTES:
-            raise ValueError(f"{path.name} is not a plain file of a sane size")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read()
-    finally:
-        os.close(fd)
-
-
-def _load_run(out: Path, name: str, status: str) -> RunResult:
-    safe = name.replace(":", "_")
-    try:
-        meta = json.loads(_read_result(out / f"{safe}.json"))
-        # plain tensors only: no code runs here
-        tensors = torch.load(io.BytesIO(_read_result(out / f"{safe}.pt")), weights_only=True)
-        tensors = {k: v for k, v in tensors.items() if isinstance(k, str) and type(v) is torch.Tensor}
-        if not isinstance(meta, dict):
-            raise ValueError("not a record")
-    except Exception:  # a run that died or wrote garbage has no values
-        return RunResult(status if status != "ok" else "ended without a result (exit or crash)", {}, {})
-    return RunResult(status, meta, tensors)
+def _load_run(frame: bytes | None, name: str, status: str, fresh: Fresh) -> RunResult:
+    """Run `name`'s result frame, validated (grader/results.py) before anything computes with it."""
+    return results.parse_frame(frame, status, fresh.shapes)
 
 
 # ------------------------------------------------------------ the verdicts
@@ -321,15 +304,22 @@ def judge_submission(cells, *, student: str, settings: Settings, names_txt: Path
     plan = replay_cells(cells, settings)
     launcher = functools.partial(launch_sandboxed, sandbox=sandbox) if sandbox else launch_plain
     out = run_replay(plan, fresh, settings, names_txt=names_txt, launcher=launcher)
-    verdicts = _verdicts(out, fresh, settings)
+    try:
+        with time_limit(settings.judge_seconds):
+            verdicts = _verdicts(out, fresh, settings)
+        overrun = None
+    except JudgeTimeout as e:  # costs this submission only: the batch goes on
+        overrun = str(e)
+        verdicts = {g.grade_id: grading.Verdict(g.grade_id, 0.0, g.points, [overrun], hint=overrun,
+                                                problem="judge_timeout") for g in spec.GRADED}
     findings = [f for c in plan if c.kind in ("answer", "added") for f in scan_source(c.label, c.source)]
-    problems = [out.problem] if out.problem else []
+    problems = [p for p in (out.problem, overrun) if p]
     suspicious = [f"{'tampering' if f.kind == 'tamper' else 'autograd or a file in an answer cell'}: {f.text()}"
                   for f in findings if f.serious]
     for gid, score in (in_kernel or {}).items():
         v = verdicts.get(gid)
         # a value the replay never got (a deleted cell, say) is not a sign of copying
-        if v and score >= v.max_score and v.score < v.max_score and v.problem != "missing":
+        if v and score >= v.max_score and v.score < v.max_score and v.problem not in ("missing", "judge_timeout"):
             suspicious.append(f"{gid} matched autograd in the student's kernel but fails on fresh inputs")
     return Record(student, settings.seed, verdicts, findings, suspicious, out.seconds, problems)
 
@@ -350,7 +340,7 @@ def _verdicts(out: ReplayOutput, fresh: Fresh, s: Settings) -> dict[str, grading
             if value is MISSING:
                 return hints.missing(name, names=names, errors=errs, cell=cell)
             if not isinstance(value, torch.Tensor):
-                return None
+                return value.message if isinstance(value, Unusable) else None
             return hints.value_hint(name, value, ref, n=n, branches=branches, aliases=aliases,
                                     mistakes=known_mistakes(name, fresh.values, fresh.grads),
                                     n_seen=n_at.get(cell) if cell else None)
@@ -396,19 +386,69 @@ def _verdicts(out: ReplayOutput, fresh: Fresh, s: Settings) -> dict[str, grading
     return verdicts
 
 
+class JudgeTimeout(BaseException):
+    """The judge's own checks of one submission ran out of time (a BaseException, so that no
+    `except Exception` in the verdict code can swallow it)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise JudgeTimeout in the block after `seconds` (SIGALRM). Signals reach the main thread
+    only: elsewhere the block runs without a limit."""
+    if not seconds or seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise JudgeTimeout(f"the judge's own checks of this submission took over {seconds:g} s: "
+                           "every grade is 0 (re-grade it on a less busy machine if that is wrong)")
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:  # even if the alarm fired just now
+            signal.signal(signal.SIGALRM, previous)
+            if outer:  # a timer of the caller's was running: give back what is left of it
+                signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 1e-3))
+
+
 def _training_verdict(main: RunResult, fresh: Fresh, ex4_error: str | None) -> grading.Verdict:
+    """The point needs learning: the student's trained net must beat every net that ignores its
+    input and come close to what the kit's own backward reaches from the same start."""
     check = spec.TRAINING
-    params = {k: main.tensors.get(f"train/{k}") for k in spec.EX4_PARAMETERS}
-    problem = ex4_error or main.meta.get("train_error")
+    keys = {k: f"train/{k}" for k in spec.EX4_PARAMETERS}
+    params = {k: main.tensors.get(key) for k, key in keys.items()}
+    why: dict[str, list[str]] = {}    # the same reason once: seven identical views are one line
+    for k, key in keys.items():
+        if key in main.rejected:
+            why.setdefault(main.rejected[key], []).append(k)
+    unusable = [f"{', '.join(ks)} {'is' if len(ks) == 1 else 'are'} {r}" for r, ks in why.items()]
+    problem = ex4_error or main.meta.get("train_error") or (
+        f"the replay returned unusable trained parameters: {'; '.join(unusable)}" if unusable else None)
     if problem or any(p is None for p in params.values()):
         return grading.Verdict(check.grade_id, 0.0, check.points, [problem or "training produced no parameters"],
                                hint=problem)
     try:
         final = float(lecture.cross_entropy_forward(params, fresh.eval_X, fresh.eval_Y)["loss"])
-    except Exception as e:  # parameters of the wrong shape
+    except Exception as e:  # results.py admits the exact shapes only: not expected
         return grading.Verdict(check.grade_id, 0.0, check.points, [f"the trained parameters are unusable: {e}"])
-    ok = final == final and final <= fresh.initial_eval_loss - TRAINING_DROP
-    line = (f"trained with your manual_backward: loss {fresh.initial_eval_loss:.3f} "
-            f"-> {final:.3f} on {EVAL_EXAMPLES} validation examples (needs a drop of {TRAINING_DROP})")
-    return grading.Verdict(check.grade_id, check.points if ok else 0.0, check.points, [line],
-                           hint=None if ok else "the loss does not fall: check the update direction and the gradients")
+    ref, floor, most = fresh.reference_train_loss, fresh.context_free_loss, \
+        fresh.reference_train_loss + grading.TRAINING_TOLERANCE
+    lines = [f"trained with your manual_backward: loss {fresh.initial_eval_loss:.2f} -> {final:.2f} on "
+             f"{EVAL_EXAMPLES} validation examples; the kit's reference backward reaches {ref:.2f} from the same start",
+             f"to pass: below {floor:.2f} (the best any net that ignores its input can do) and at most "
+             f"{most:.2f} ({grading.TRAINING_TOLERANCE:g} above the kit's)"]
+    if not math.isfinite(final):
+        hint = "the loss became NaN or inf: check the update's direction and the gradients' scale"
+    elif final >= floor:
+        hint = ("the net learned nothing from its input (at most how frequent each character is): "
+                "check the update's direction and the gradients")
+    elif final > most:
+        hint = "the net learns far less than with the kit's backward: check the gradients' scale and sign"
+    else:
+        hint = None
+    return grading.Verdict(check.grade_id, 0.0 if hint else check.points, check.points, lines, hint=hint)

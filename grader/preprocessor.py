@@ -33,6 +33,8 @@ class ReplayGrades(NbGraderPreprocessor):
     run_timeout = Float(30.0, help="Seconds for one run of the student's cells in the replay.").tag(config=True)
     total_timeout = Float(600.0, help="Seconds for the whole replay of one submission.").tag(config=True)
     train_steps = Integer(100, help="Steps of the replay's exercise-4 training run.").tag(config=True)
+    judge_seconds = Float(60.0, help="Seconds for the judge's own verdicts on one submission; past "
+                          "them the submission's verdicts are 0 with a note.").tag(config=True)
     sandboxed = Bool(True, help="Run the replay in the sandbox (grader/sandbox.py): bubblewrap "
                      "where available, resource limits always.").tag(config=True)
     report_dir = Unicode("reports", help="Where the per-student replay records go, relative to the "
@@ -49,7 +51,8 @@ class ReplayGrades(NbGraderPreprocessor):
         names_txt = root / coursedir.source_directory / assignment / "names.txt"
         settings = judge.Settings(seed=judge.seed_for(student, self.seed_salt), batch_size=self.batch_size,
                                   run_timeout=self.run_timeout, total_timeout=self.total_timeout,
-                                  train_steps=self.train_steps, carried_credit=self.carried_credit)
+                                  train_steps=self.train_steps, carried_credit=self.carried_credit,
+                                  judge_seconds=self.judge_seconds)
         in_kernel = {c.metadata.nbgrader["grade_id"]: _kernel_score(c, self.log)
                      for c in nb.cells if is_grade(c) and c.metadata.nbgrader.get("grade_id") in spec.BY_GRADE_ID}
         sandbox = default_sandbox() if self.sandboxed else None

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from . import isolation, lecture, spec
-from .grading import accepted_arguments
+from .grading import TRAINING_LR, accepted_arguments
 from .cells import strip_magics
 
 _real_exit = os._exit  # the harness's own; a student's os._exit only ends a statement
@@ -195,7 +195,7 @@ class Runner:
                 v = lecture.cross_entropy_forward(params, Xb, Yb)
                 grads = list(_call(fn, {k: v[k] for k in spec.EX4_ARGUMENTS}))
                 for k, grad in zip(spec.EX4_PARAMETERS, grads):
-                    params[k] = params[k] - 0.1 * torch.as_tensor(grad).reshape(params[k].shape)
+                    params[k] = params[k] - TRAINING_LR * torch.as_tensor(grad).reshape(params[k].shape)
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
