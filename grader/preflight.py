@@ -18,6 +18,7 @@ import nbformat
 from .quote import for_markdown
 
 HUGE_BYTES = 5 * 1024 * 1024
+TOO_BIG_BYTES = 200 * 1024 * 1024  # not even read: nbgrader would hold several copies in memory
 
 
 @dataclass
@@ -29,6 +30,9 @@ class Preflight:
 
 def _read(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
     notes = []
+    size = path.stat().st_size
+    if size > TOO_BIG_BYTES:
+        raise ValueError(f"the file is {size / 2**20:.0f} MB, over the {TOO_BIG_BYTES // 2**20} MB a notebook may have")
     raw = path.read_bytes()
     if not raw.strip():
         raise ValueError("the file is empty")
@@ -75,7 +79,7 @@ def check_submission(folder: Path, notebook: str, release_nb: Path) -> Preflight
         nb, notes = _read(path)
         result.notes += notes
     except Exception as e:  # any way of being unreadable
-        shutil.copy(path, path.with_name(path.name + ".unreadable"))
+        path.replace(path.with_name(path.name + ".unreadable"))  # kept for the TA, not copied
         nb = nbformat.read(release_nb, as_version=4)
         reason = str(e) or type(e).__name__
         result.notes.append(f"your notebook could not be read ({for_markdown(reason)}); it was graded as the "
