@@ -65,9 +65,12 @@ def launch_sandboxed(cmd: list[str], sandbox: Sandbox) -> subprocess.Popen:
     """The replay server inside the sandbox (bubblewrap and limits; limits only without it).
     Nothing it can write outlives it: the exchange folder is read-only inside."""
     root = str(exchange_root())
-    return subprocess.Popen(sandbox.command(cmd, writable={}, readonly={root: root}, cwd=root),
+    sandbox, lease = sandbox.with_own_user()
+    proc = subprocess.Popen(sandbox.command(cmd, writable={}, readonly={root: root}, cwd=root),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             start_new_session=True, preexec_fn=sandbox.limits.apply)
+    proc.lease = lease  # the server's own user, for as long as the server lives
+    return proc
 
 
 class ReplayServer:

@@ -20,11 +20,13 @@ import stat
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-SANDBOX_UID = 65534  # nobody
+from . import sandbox_users
+
+SANDBOX_UID = 65534  # nobody; each sandbox gets a uid of its own instead (with_own_user)
 WARNING = ("WARNING: bubblewrap (bwrap) is not available: submissions run WITHOUT a sandbox, "
            "under resource limits only. They can read and write what the grader can. "
            "Install bubblewrap (Debian: apt-get install bubblewrap).")
@@ -125,6 +127,13 @@ class Sandbox:
             args += ["--"]
         return args + argv
 
+    def with_own_user(self) -> tuple["Sandbox", sandbox_users.Lease | None]:
+        """This sandbox under a uid of its own (grader/sandbox_users.py), held by the lease."""
+        if os.geteuid() != 0 or not self.isolated:
+            return self, None
+        lease = sandbox_users.claim()
+        return replace(self, uid=lease.uid), lease
+
     def give(self, path: Path) -> None:
         """Make a folder the sandbox user's, so it can write there."""
         if os.geteuid() != 0 or not self.isolated:
@@ -210,6 +219,7 @@ def kernel_main(connection_file: str) -> int:
     except ValueError as e:
         print(f"ERROR: {e}", file=sys.stderr, flush=True)
         return 2
+    sandbox, lease = sandbox.with_own_user()  # held while this launcher lives
     cwd, scratch, ipc = Path.cwd(), home / "scratch", home / "ipc"
     for note in _copy_submission(cwd, scratch):
         print(f"sandbox: not copied into the kernel's folder: {note}", file=sys.stderr)
@@ -223,6 +233,8 @@ def kernel_main(connection_file: str) -> int:
     with open(home / "kernel.log", "wb") as log:
         proc = subprocess.Popen(cmd, preexec_fn=sandbox.limits.apply, stdout=log, stderr=subprocess.STDOUT)
         code = _forward_and_wait(proc)
+    if lease:
+        lease.close()
     if code not in (0, -signal.SIGTERM, -signal.SIGKILL):
         tail = (home / "kernel.log").read_bytes()[-2000:].decode(errors="replace")
         print(f"sandbox: the kernel in {cwd} exited with {code}:\n{tail}", file=sys.stderr, flush=True)
