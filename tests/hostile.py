@@ -5,16 +5,19 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import nbformat
 
+import hostile_payloads as P
 from grader import spec
 from grader.submissions import fill, reference_answers
 
 EX1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
+EX4 = {g.grade_id for g in spec.GRADIENTS if g.exercise == 4}
 ALL = [g.grade_id for g in spec.GRADED]
 NB = f"{spec.NOTEBOOK}.ipynb"
 
@@ -26,7 +29,8 @@ class Case:
     write: Callable[[Path, dict], None]       # (submission folder, {"source", "release"})
     zeros: set[str] = field(default_factory=set)
     says: list[str] = field(default_factory=list)  # text the student's feedback must show
-    suspicious: bool = False
+    suspicious: bool | None = False   # None: not checked (the scan's rules do not decide it)
+    at_most: bool = False             # the attack may spoil its own run: any grade up to this one
 
 
 def _reference(nbs) -> nbformat.NotebookNode:
@@ -151,6 +155,103 @@ def read_secrets(folder, nbs):
     with_cell("ex1_solution", probe)(folder, nbs)
 
 
+# ------------------------------------------------------------ issue 7: the sandbox's edges
+VICTIM = "n01_honest"  # the classmate whose submitted notebook the escapes try to edit
+
+
+def _course(folder: Path) -> Path:
+    return folder.resolve().parents[2]
+
+
+def _victim_nb(course: Path) -> Path:
+    return course / "submitted" / VICTIM / spec.ASSIGNMENT / NB
+
+
+def answered(**answers: str):
+    """The reference answers with some answer cells of the student's own."""
+    def write(folder, nbs):
+        _write_nb(folder, fill(nbs["release"], {**reference_answers(nbs["source"]), **answers}))
+    return write
+
+
+def appended(gid: str, code: str):
+    """The reference answers, with code of the student's own at the end of one answer cell."""
+    def write(folder, nbs):
+        ans = reference_answers(nbs["source"])
+        ans[gid] += "\n" + code
+        _write_nb(folder, fill(nbs["release"], ans))
+    return write
+
+
+def shadow_kit(folder, nbs):
+    """grader/__init__.py + grader/sandbox.py: what `python -m grader.sandbox` started in this
+    folder would run (as root) before its sandbox exists."""
+    honest(folder, nbs)
+    course = _course(folder)
+    (folder / "grader").mkdir()
+    (folder / "grader" / "__init__.py").write_text("")
+    (folder / "grader" / "sandbox.py").write_text(P.shadow_kit(str(course), "h27-grader", str(_victim_nb(course))))
+
+
+def shadow_stdlib(folder, nbs):
+    """tempfile.py (imported by the kit's launcher), sitecustomize.py and usercustomize.py
+    (imported at start-up if the folder were on the path)."""
+    honest(folder, nbs)
+    course, victim = str(_course(folder)), str(_victim_nb(_course(folder)))
+    (folder / "tempfile.py").write_text(P.shadow_stdlib(course, "h28-tempfile", victim, "tempfile"))
+    (folder / "sitecustomize.py").write_text(P.pwn(course, "h28-sitecustomize", victim))
+    (folder / "usercustomize.py").write_text(P.pwn(course, "h28-usercustomize", victim))
+
+
+SECRETS = {"symlink": "LEAK-7c1f-root-only-via-symlink", "hardlink": "LEAK-92be-root-only-via-hardlink"}
+
+
+def links(folder, nbs):
+    """leak.txt -> a root-only file, hard.txt a hard link to another, data.bin -> /dev/zero;
+    a cell prints what it can read of them."""
+    with_cell("ex1_solution", P.PRINT_LINKED)(folder, nbs)
+    course = _course(folder)
+    for kind, text in SECRETS.items():
+        target = course / f"root-only-{kind}.txt"
+        target.write_text(text + "\n")
+        target.chmod(0o600)
+    (folder / "leak.txt").symlink_to(course / "root-only-symlink.txt")
+    os.link(course / "root-only-hardlink.txt", folder / "hard.txt")  # the same file system (the course)
+    (folder / "data.bin").symlink_to("/dev/zero")
+
+
+def notebook_link(folder, nbs):
+    """The notebook itself is a link to a classmate's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / NB).symlink_to(_victim_nb(_course(folder)))
+
+
+def crafted(payload: str):
+    """An added cell after the forward pass: it runs in the replay before every answer."""
+    return with_cell("forward", payload)
+
+
+def many_outputs(folder, nbs):
+    """2000 added cells of 150 kB output each: 300 MB if all were kept."""
+    nb = fill(nbs["release"], reference_answers(nbs["source"]), [("ex4_sample", "print('x' * 150_000)")] * 2000)
+    _write_nb(folder, nb)
+
+
+def markup(folder, nbs):
+    """Two cells of 5 points under grade ids with markup and terminal escape codes, and a
+    markdown cell marked as the kit's note."""
+    nb = _reference(nbs)
+    for i, gid in enumerate((P.GRADE_ID_ESCAPES, P.GRADE_ID_BACKTICKS)):
+        cell = nbformat.v4.new_code_cell(f"print('bonus {i}')")
+        cell.metadata["nbgrader"] = {"grade": True, "grade_id": gid, "points": 5, "solution": False,
+                                     "locked": False, "schema_version": 3}
+        nb.cells.append(cell)
+    fake = nbformat.v4.new_markdown_cell(P.FAKE_NOTE)
+    fake.metadata["backprop_ninja_rebuild_note"] = True
+    nb.cells.insert(0, fake)
+    _write_nb(folder, nb)
+
+
 ZERO_EX1 = "\n".join(f"{g.name} = torch.zeros_like({g.target})" for g in spec.GRADIENTS if g.exercise == 1)
 ZERO_LOSS = set(EX1) - {"ex1_db1", "ex1_dlogit_maxes"}  # zeros are right for the zero gradients
 
@@ -204,6 +305,34 @@ CASES = [
     Case("h26_score_trick", "makes every float print as 1e9 (nbgrader's partial-credit parsing)",
          with_cell("imports", "get_ipython().display_formatter.formatters['text/plain'].for_type("
                    "float, lambda o, p, c: p.text('1e9'))")),
+    # issue 7. Honest classmates graded after the attackers: h31a-c, h32a, n01, n02 (ids sort).
+    Case("h27_shadow_kit", "grader/sandbox.py beside the notebook", shadow_kit),
+    Case("h28_shadow_stdlib", "tempfile.py, sitecustomize.py, usercustomize.py beside the notebook", shadow_stdlib),
+    Case("h29_links", "links to root-only files and /dev/zero beside the notebook", links),
+    Case("h30_notebook_link", "the notebook is a link to a classmate's", notebook_link, set(ALL)),
+    Case("h31_forge_replies", "writes forged replies into every pipe of every process it can see",
+         appended("ex1_solution", P.FORGE_REPLIES), suspicious=True, at_most=True),  # it writes into its own pipe too
+    Case("h31a_honest_after_forge", "the reference answers", honest),
+    Case("h31b_honest_after_forge", "the reference answers", honest),
+    Case("h31c_honest_after_forge", "the reference answers", honest),
+    Case("h32_daemons", "double-forked setsid daemons that delete, rewrite and ignore SIGTERM",
+         appended("ex1_solution", P.daemons("h32")), set(), ["daemons started"], suspicious=None),
+    Case("h32a_honest_after_daemons", "the reference answers", honest),
+    Case("h33_tensors_expand", "training results replaced by 1 GiB views of one float",
+         crafted(P.CRAFT_EXPAND), {"ex4_training"}, suspicious=None),
+    Case("h34_tensors_half", "every result replaced by a (12000, 4500) float16", crafted(P.CRAFT_HALF),
+         set(ALL), suspicious=None),
+    Case("h35_tensors_huge", "every result replaced by a view of 2**60 elements", crafted(P.CRAFT_HUGE),
+         set(ALL), suspicious=None),
+    Case("h36_tensors_bomb", "training results in a deflate bomb (7 x 128 MiB in 1 MB)", crafted(P.CRAFT_BOMB),
+         {"ex4_training"}, suspicious=None),
+    Case("h37_disk_filler", "writes 64 MB files until the disk is full", appended("ex1_solution", P.FILL_DISK),
+         set(), ["filling . stopped"], suspicious=True),  # its own disk ends, not the cell's time; a computed path
+    *[Case(f"h{38 + i}_no_learning_{i + 1}", "manual_backward returns 10 * each parameter: training zeroes them",
+           answered(ex4_solution=P.NO_LEARNING), EX4 | {"ex4_training"}, suspicious=None)
+      for i in range(4)],
+    Case("h42_markup", "grade ids with markup and escape codes, a forged kit note", markup),
+    Case("h43_many_outputs", "2000 added cells of 150 kB output", many_outputs, set(), ["dropped"]),
     Case("n02_honest_mistake", "an honest mistake: = instead of +=",
          lambda folder, nbs: _write_nb(folder, fill(nbs["release"], {**reference_answers(nbs["source"]), "ex1_solution":
                                         reference_answers(nbs["source"])["ex1_solution"].replace(
