@@ -86,16 +86,21 @@ def rebuild(student: NotebookNode, source: NotebookNode, *,
         out.cells.append(new)
         out.cells.extend(after.get(gid, []))
     if notes or earlier:
-        text = "**Autograder note.**"
-        if earlier:
-            text += "\n\n" + "\n".join(f"- {n}" for n in earlier)
-        if notes:
-            text += "\n\nYour notebook was rebuilt on the assignment before grading:\n\n" \
-                    + "\n".join(f"- {n}" for n in notes)
-        note = nbformat.v4.new_markdown_cell(text)
-        note.metadata[NOTE_MARK] = True
-        out.cells.insert(0, note)
+        out.cells.insert(0, _note_cell(earlier, notes))
     return out, notes
+
+
+def _note_cell(earlier: list[str], notes: list[str]) -> NotebookNode:
+    """The kit's note at the top: the intake's notes, then the rebuild's."""
+    text = "**Autograder note.**"
+    if earlier:
+        text += "\n\n" + "\n".join(f"- {n}" for n in earlier)
+    if notes:
+        text += "\n\nYour notebook was rebuilt on the assignment before grading:\n\n" \
+                + "\n".join(f"- {n}" for n in notes)
+    note = nbformat.v4.new_markdown_cell(text)
+    note.metadata[NOTE_MARK] = True
+    return note
 
 
 class RebuildFromSource(NbGraderPreprocessor):

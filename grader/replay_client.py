@@ -1,4 +1,4 @@
-"""The judge's end of the replay server (grader/replay.py --serve): start it, in the
+"""The judge's end of the replay server (grader/replay_server.py): start it, in the
 sandbox, send it one request at a time, and take an answer only if it is the answer to
 that request.
 
@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .replay import MAX_FRAME_BYTES
+from .replay_server import MAX_FRAME_BYTES
 from .sandbox import Sandbox
 
 Launcher = Callable[[list[str]], subprocess.Popen]
 # -I: nothing from the current folder, PYTHONPATH or the user's site-packages is imported
-SERVER_COMMAND = [sys.executable, "-I", "-m", "grader.replay", "--serve"]
+SERVER_COMMAND = [sys.executable, "-I", "-m", "grader.replay_server"]
 MAX_HEADER_BYTES = 4096
 
 
@@ -74,7 +74,7 @@ def launch_sandboxed(cmd: list[str], sandbox: Sandbox) -> subprocess.Popen:
 
 
 class ReplayServer:
-    """A warm `python -m grader.replay --serve`: torch imported and the shared setup cells
+    """A warm `python -m grader.replay_server`: torch imported and the shared setup cells
     run once, then one isolated fork per run. Restarted when anything about it is off."""
 
     def __init__(self, prefix: list[dict], launcher: Launcher = launch_plain):

@@ -140,7 +140,7 @@ def daemons(tag: str) -> str:
 
 
 # ------------------------------------------------------------ 5. crafted result tensors
-# The replay runs as `python -m grader.replay`: its module is __main__. Every function of it
+# The replay runs as `python -m grader.replay_server`: its module is __main__. Every function of it
 # that is handed the run's result tensors (a dict of tensors; not the inputs of manual_backward,
 # which have `Xb`) gets them replaced by `craft` first. `after` may rewrite what it returned or
 # wrote.

@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,10 +40,12 @@ NB = f"{spec.NOTEBOOK}.ipynb"
 GIB = 2**30
 # Every sandboxed process runs as a user other than root: `nobody` (65534), or a uid of its
 # own from the kit's pool (grader/sandbox_users.py); the grader itself is root.
-DISK_DROP_LIMIT = 1.2 * GIB         # the batch may take this much of the machine's disk, at most
+DISK_LIMIT = 1.2 * GIB              # the batch may take this much disk, at most
 GRADER_RSS_LIMIT = 2 * GIB          # the largest grading process (nbgrader and the judge in it)
-BRAKE = 2.5 * GIB                   # the machine is shared: past this drop the sandboxed processes
-HARD_BRAKE = 4 * GIB                # are killed, past this the whole batch
+BRAKE = 2.5 * GIB                   # the machine is shared: past this the sandboxed processes are
+HARD_BRAKE = 4 * GIB                # killed, past this (or the machine's free disk down by
+MACHINE_BRAKE = 10 * GIB            # MACHINE_BRAKE) the whole batch
+KIT_TEMP = ("bn-", "backprop-ninja", "replay-")  # the kit's folders in the temp folder
 MB = 2**20
 
 _only = [p for p in os.environ.get("HOSTILE_ONLY", "").split(",") if p]
@@ -132,20 +135,40 @@ def _strays(before: set[int]) -> dict[int, str]:
         DAEMON_MARK in p["cmd"] or p["uid"] != 0 and not _under_another_run(pid, procs))}
 
 
+def _du(path: Path) -> int:
+    """Bytes allocated on disk under `path` (links not followed)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
 class Watch(threading.Thread):
-    """While the batch runs, every 0.2 s: the free disk where the course is, and the largest
-    resident memory of a grading process (a root-owned descendant of the batch). The machine is
-    shared: past BRAKE of disk the sandboxed processes of the batch are killed, past HARD_BRAKE
-    the whole batch (recorded, and the disk test fails)."""
+    """While the batch runs, every 0.2 s: the disk the batch takes (what the course folder grew
+    by, plus the kit's folders that appeared in the temp folder: kernel scratch, replay exchange),
+    the machine's free disk, and the largest resident memory of a grading process (a root-owned
+    descendant of the batch). The machine is shared, so the disk the batch takes is measured
+    where it writes (other jobs here install virtualenvs and grade courses of their own), and
+    past BRAKE the sandboxed processes of the batch are killed, past HARD_BRAKE (or a machine
+    that lost MACHINE_BRAKE) the whole batch; either is recorded and fails the bounds test."""
 
     def __init__(self, path: Path):
         super().__init__(daemon=True)
         self.path, self.root, self.stopped = path, None, threading.Event()
+        self.tmp = Path(tempfile.gettempdir())
+        self.tmp0, self.course0 = set(os.listdir(self.tmp)), _du(path)
         self.free0 = shutil.disk_usage(path).free
-        self.max_drop, self.max_rss, self.max_rss_cmd, self.brakes = 0, 0, "", []
-        self.t0, self.peaks = time.monotonic(), []   # when a maximum grew by 256 MB, and who was graded
+        self.max_use, self.max_drop, self.max_rss, self.max_rss_cmd, self.brakes = 0, 0, 0, "", []
+        self.t0, self.peaks, self.logged = time.monotonic(), [], {}   # a line per 256 MB a maximum grows
 
     def _peak(self, what: str, value: int) -> None:
+        if value < self.logged.get(what, 0) + 256 * MB:
+            return
+        self.logged[what] = value
         graded = sorted((self.path / "autograded").glob("*"), key=lambda p: p.stat().st_mtime)
         self.peaks.append(f"{time.monotonic() - self.t0:.0f} s: {what} {value / GIB:.2f} GiB "
                           f"({graded[-1].name if graded else 'before the first student'})")
@@ -158,10 +181,12 @@ class Watch(threading.Thread):
                 pass
 
     def _sample(self):
+        use = _du(self.path) - self.course0 + sum(
+            _du(self.tmp / name) for name in os.listdir(self.tmp)
+            if name not in self.tmp0 and name.startswith(KIT_TEMP))
         drop = self.free0 - shutil.disk_usage(self.path).free
-        if drop > self.max_drop + 256 * MB:
-            self._peak("disk drop", drop)
-        self.max_drop = max(self.max_drop, drop)
+        self._peak("disk taken", use)
+        self.max_use, self.max_drop = max(self.max_use, use), max(self.max_drop, drop)
         if self.root is None:
             return
         procs = _processes()
@@ -169,30 +194,32 @@ class Watch(threading.Thread):
         for pid in tree:
             p = procs.get(pid)
             if p and p["uid"] == 0 and p["rss"] * 1024 > self.max_rss:
-                if p["rss"] * 1024 > self.max_rss + 256 * MB:
-                    self._peak("grader memory", p["rss"] * 1024)
                 self.max_rss, self.max_rss_cmd = p["rss"] * 1024, p["cmd"][:120]
-        if drop > HARD_BRAKE:
-            self._brake(f"the disk dropped by {drop / GIB:.1f} GiB: the batch was killed")
+                self._peak("grader memory", self.max_rss)
+        if use > HARD_BRAKE or drop > MACHINE_BRAKE:
+            self._brake(f"the batch took {use / GIB:.1f} GiB of disk (the machine lost {drop / GIB:.1f}): "
+                        "the batch was killed")
             _kill_tree(self.root)
-        elif drop > BRAKE:
-            victims = [pid for pid in tree if procs.get(pid, {}).get("uid", 0) != 0]
-            self._brake(f"the disk dropped by {drop / GIB:.1f} GiB: the sandboxed processes were killed")
-            for pid in victims:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        elif use > BRAKE:
+            self._brake(f"the batch took {use / GIB:.1f} GiB of disk: the sandboxed processes were killed")
+            for pid in tree:
+                if procs.get(pid, {}).get("uid", 0) != 0:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
 
     def _brake(self, what: str) -> None:
-        if not self.brakes or self.brakes[-1].split(":")[1] != what.split(":")[1]:
+        if not self.brakes or self.brakes[-1].split(":")[-1] != what.split(":")[-1]:
             self.brakes.append(what)
 
     def stop(self) -> dict:
         self.stopped.set()
         self.join()
-        return {"max_disk_drop_gib": round(self.max_drop / GIB, 3), "max_grader_rss_gib": round(self.max_rss / GIB, 3),
-                "max_grader_rss_process": self.max_rss_cmd, "brakes": self.brakes, "peaks": self.peaks}
+        return {"max_disk_taken_gib": round(self.max_use / GIB, 3),
+                "max_machine_disk_drop_gib": round(self.max_drop / GIB, 3),
+                "max_grader_rss_gib": round(self.max_rss / GIB, 3), "max_grader_rss_process": self.max_rss_cmd,
+                "brakes": self.brakes, "peaks": self.peaks}
 
 
 # ------------------------------------------------------------ the batch
@@ -313,7 +340,7 @@ def test_the_machine_stays_within_bounds(hostile_course):
     grading process never holds what a submission sends it."""
     w = hostile_course.watch
     assert not w["brakes"], w["brakes"]
-    assert w["max_disk_drop_gib"] * GIB <= DISK_DROP_LIMIT, w
+    assert w["max_disk_taken_gib"] * GIB <= DISK_LIMIT, w
     assert w["max_grader_rss_gib"] * GIB <= GRADER_RSS_LIMIT, w
 
 

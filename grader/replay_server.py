@@ -1,0 +1,220 @@
+"""The replay server: the process tree around the untrusted runs (grader/replay.py runs
+the cells). `python -I -m grader.replay_server` is started by the judge
+(grader/replay_client.py) inside the sandbox. It never runs a student's code itself: each
+run is a fork, isolated in namespaces of its own (grader/isolation.py), whose result comes
+back on a pipe of its own, bounded, and is relayed to the judge with the request's nonce.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import signal
+import struct
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from . import isolation
+from .replay import Runner, _NoIPython, _on_alarm, _real_exit, _student_exit
+
+FRAME_HEADER = struct.Struct(">Q")
+MAX_FRAME_BYTES = 16 * 1024 * 1024     # an honest run's result is well under 1 MB
+MAX_RUN_BYTES = 4 * MAX_FRAME_BYTES    # all a run may send (checkpoints included)
+RUN_TMP_MB = int(os.environ.get("BACKPROP_NINJA_RUN_TMP_MB", "256"))
+
+
+def encode_frame(meta: dict, tensors: dict) -> bytes:
+    """One result: the meta record as JSON, then the tensors as torch.save writes them.
+    The judge validates both before it uses anything (grader/results.py)."""
+    blob = io.BytesIO()
+    torch.save(tensors, blob)
+    meta_json = json.dumps(meta, default=str).encode()
+    return struct.pack(">I", len(meta_json)) + meta_json + blob.getvalue()
+
+
+def _write(channel: int, name: str, meta: dict, tensors: dict) -> None:
+    """Send a result (a checkpoint or the last word) on the run's own pipe to the server."""
+    frame = encode_frame(meta, tensors)
+    data = memoryview(FRAME_HEADER.pack(len(frame)) + frame)
+    while data:
+        data = data[os.write(channel, data):]
+
+
+def read_run_inputs(work: Path) -> tuple[dict, dict]:
+    """The plan and the inputs of one run. WORK/inject.pt holds exactly the correct values
+    this run is handed, nothing more."""
+    plan = json.loads((work / "plan.json").read_text())
+    inputs = torch.load(work / "inputs.pt", weights_only=True)
+    inputs["inject"] = torch.load(work / "inject.pt", weights_only=True)
+    return plan, inputs
+
+
+def replay_run(plan: dict, inputs: dict, run: str, channel: int, warm: tuple[list, dict] | None = None) -> None:
+    """One run of one submission, in this (freshly forked, isolated) process: the setup cells
+    from where the warm server left off, then the run. Results go to `channel`."""
+    runner = Runner(plan, inputs, checkpoint=lambda meta, tensors: _write(channel, run, meta, tensors))
+    t0 = time.perf_counter()
+    prefix = warm[0] if warm else []
+    if warm and plan["cells"][:len(prefix)] == prefix:
+        ns = runner.setup(dict(warm[1]), start=len(prefix))
+    else:
+        ns = runner.setup({"__name__": "__main__", "get_ipython": _NoIPython})
+    meta, tensors = runner.run(ns, run)
+    meta["errors"] = runner.errors
+    meta["seconds"] = time.perf_counter() - t0
+    _write(channel, run, meta, tensors)
+
+
+def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
+    """The forked child: new namespaces, then the run itself as PID 1 of them. Returns the
+    run's exit status for the server (128 + signal when it was killed)."""
+    os.setpgid(0, 0)
+    isolation.close_other_fds({channel, pid_pipe})  # the server's pipes stay the server's
+    try:
+        isolation.new_namespaces()
+        isolated = True
+    except OSError:
+        isolated = False  # said in the status; the process group is all that is left
+    run_pid = os.fork()
+    if run_pid == 0:
+        code = 0
+        try:
+            plan, inputs = read_run_inputs(Path(req["workdir"]))
+            # the trusted names.txt; it stays reachable as the current folder under the new /tmp
+            os.chdir(plan["data_dir"])
+            if isolated:
+                isolation.private_scratch(RUN_TMP_MB)
+            isolation.close_other_fds({channel})
+            sys.stdout = sys.stderr = open(os.devnull, "w")
+            signal.signal(signal.SIGALRM, _on_alarm)
+            os._exit = _student_exit
+            replay_run(plan, inputs, req["run"], channel, warm)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            _real_exit(code)
+    os.close(channel)
+    os.write(pid_pipe, struct.pack(">iB", run_pid, isolated))
+    os.close(pid_pipe)
+    _, status = os.waitpid(run_pid, 0)
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _one_run(req: dict, warm) -> tuple[str, bytes | None]:
+    """Fork, let the child run, read what it sends (bounded), and make sure nothing of it
+    is left: killing the run's PID 1 ends its whole namespace."""
+    results_r, results_w = os.pipe()
+    pid_r, pid_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(results_r)
+            os.close(pid_r)
+            code = _run_child(req, warm, results_w, pid_w)
+        finally:
+            _real_exit(code)
+    os.close(results_w)
+    os.close(pid_w)
+    info = os.read(pid_r, 5)
+    os.close(pid_r)
+    run_pid, isolated = struct.unpack(">iB", info) if len(info) == 5 else (None, 0)
+    status, frame = _collect(pid, results_r, float(req["timeout"]))
+    for victim in (run_pid, pid):
+        if victim:
+            _kill(victim)
+    _kill(-pid)
+    os.close(results_r)
+    if not isolated:
+        status += " (not isolated: no user namespaces here)"
+    return status, frame
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _collect(pid: int, results: int, timeout: float) -> tuple[str, bytes | None]:
+    """Read frames until the run's child has exited and its pipe is closed, or the time is up.
+    Keeps the last complete frame; a run that sends too much is stopped."""
+    deadline = time.monotonic() + timeout
+    buf, last, total, status, eof = bytearray(), None, 0, None, False
+    while True:
+        if status is None:
+            done, raw = os.waitpid(pid, os.WNOHANG)
+            if done:
+                code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 128 + os.WTERMSIG(raw)
+                status = "ok" if code == 0 else (f"killed by signal {code - 128}" if code > 128 else f"exit {code}")
+                deadline = min(deadline, time.monotonic() + 2.0)  # the pipe closes with the namespace
+        if status is not None and eof:
+            return status, last
+        if time.monotonic() > deadline:
+            return status or f"timed out after {timeout:g} s", last
+        ready, _, _ = select.select([results], [], [], 0.01)
+        if ready and not eof:
+            chunk = os.read(results, 1 << 20)
+            eof = not chunk
+            total += len(chunk)
+            if total > MAX_RUN_BYTES:
+                return f"stopped: the run sent more than {MAX_RUN_BYTES} bytes", last
+            buf += chunk
+            last, buf = _frames(buf, last)
+            if last is _TOO_BIG:
+                return f"stopped: a result over {MAX_FRAME_BYTES} bytes", None
+
+
+_TOO_BIG = b""
+
+
+def _frames(buf: bytearray, last):
+    while len(buf) >= FRAME_HEADER.size:
+        (size,) = FRAME_HEADER.unpack_from(buf)
+        if size > MAX_FRAME_BYTES:
+            return _TOO_BIG, buf
+        if len(buf) < FRAME_HEADER.size + size:
+            break
+        last = bytes(buf[FRAME_HEADER.size: FRAME_HEADER.size + size])
+        del buf[: FRAME_HEADER.size + size]
+    return last, buf
+
+
+def serve() -> int:
+    """A warm replay server that never runs a student's code itself: torch imported and
+    the shared setup cells run once, then each request forks an isolated child that runs
+    one run of one submission. The judge sends the runs one by one, so no run can see data
+    meant for a later one.
+
+    Protocol, on stdin one JSON object a line: first {"prefix": cells, "data_dir": path},
+    then requests {"workdir", "run", "timeout", "nonce"}. On the original stdout, for each:
+    a JSON header line {"nonce", "status", "size"} and then `size` bytes, the run's last
+    result frame (encode_frame). No run can write here: it holds none of these pipes."""
+    isolation.not_dumpable()
+    proto = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)                      # anything printed by the setup cells goes to stderr
+    sys.stdout = sys.stderr
+    torch.set_num_threads(1)           # fork-safe, and one core per replay
+    torch.set_grad_enabled(False)      # no autograd to copy answers from
+    hello = json.loads(sys.stdin.readline())
+    os.chdir(hello["data_dir"])
+    runner = Runner({"cells": hello["prefix"], "first_answer": len(hello["prefix"])}, {})
+    ns0 = runner.setup({"__name__": "__main__", "get_ipython": _NoIPython})
+    warm = (hello["prefix"], ns0)
+    proto.write((json.dumps({"ready": True, "errors": runner.errors}) + "\n").encode())
+    for line in sys.stdin:
+        req = json.loads(line)
+        status, frame = _one_run(req, warm)
+        frame = frame or b""
+        header = {"nonce": req.get("nonce"), "status": status, "size": len(frame)}
+        proto.write((json.dumps(header) + "\n").encode() + frame)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
