@@ -36,8 +36,19 @@ def encode_frame(meta: dict, tensors: dict) -> bytes:
     return struct.pack(">I", len(meta_json)) + meta_json + blob.getvalue()
 
 
+_RUNNER_PID: int | None = None  # the run's own process: a process the student forks sends nothing
+
+
+def _forked_by_the_student() -> None:
+    # in a child of the student's os.fork(): os._exit ends it, as anywhere else
+    os._exit = _real_exit
+
+
 def _write(channel: int, name: str, meta: dict, tensors: dict) -> None:
-    """Send a result (a checkpoint or the last word) on the run's own pipe to the server."""
+    """Send a result (a checkpoint or the last word) on the run's own pipe to the server.
+    Only from the run's own process: a child the student forked would interleave its frames."""
+    if os.getpid() != _RUNNER_PID:
+        return
     frame = encode_frame(meta, tensors)
     data = memoryview(FRAME_HEADER.pack(len(frame)) + frame)
     while data:
@@ -91,6 +102,9 @@ def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
             isolation.close_other_fds({channel})
             sys.stdout = sys.stderr = open(os.devnull, "w")
             signal.signal(signal.SIGALRM, _on_alarm)
+            global _RUNNER_PID
+            _RUNNER_PID = os.getpid()
+            os.register_at_fork(after_in_child=_forked_by_the_student)
             os._exit = _student_exit
             replay_run(plan, inputs, req["run"], channel, warm)
         except BaseException:  # noqa: BLE001

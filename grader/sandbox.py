@@ -194,13 +194,28 @@ def make_kernel_dir(runtime_root: str) -> Path:
     return home
 
 
-def _kernel_home(conn: dict) -> Path:
-    ipc = Path(conn.get("ip", ""))
-    home = ipc.parent.parent
-    if conn.get("transport") != "ipc" or ipc.parent.name != "ipc" or not home.name.startswith(KERNEL_DIR_PREFIX):
-        raise ValueError("the sandboxed kernel needs c.KernelManager.transport = 'ipc' and a socket path "
-                         "in a folder of its own (grader.execute.SandboxedExecute makes one)")
-    return home
+KERNEL = [sys.executable, "-m", "ipykernel_launcher", "-f"]
+PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+
+
+def _kernel_home(conn: dict, connection_file: str) -> tuple[Path, dict, list[Path]]:
+    """(this kernel's folder, the connection info the kernel gets, links to remove after).
+    SandboxedExecute gives each kernel a socket folder of its own. A kernel started by plain
+    nbgrader (validate, the formgrader) has its sockets in the shared runtime folder: then
+    they are made in a folder of its own here, and the names the client knows link to them."""
+    if conn.get("transport") != "ipc" or not os.path.isabs(conn.get("ip", "")):
+        raise ValueError("the sandboxed kernel needs c.KernelManager.transport = 'ipc' and an absolute "
+                         "c.KernelManager.ip (the sandbox has no network, not even localhost)")
+    ip = Path(conn["ip"])
+    if ip.parent.name == "ipc" and ip.parent.parent.name.startswith(KERNEL_DIR_PREFIX):
+        return ip.parent.parent, conn, []
+    home = make_kernel_dir(str(Path(connection_file).resolve().parent))
+    inside = home / "ipc" / "kernel"
+    links = [Path(f"{ip}-{conn[port]}") for port in PORTS]
+    for link, port in zip(links, PORTS):
+        link.unlink(missing_ok=True)
+        link.symlink_to(f"{inside}-{conn[port]}")
+    return home, dict(conn, ip=str(inside)), links
 
 
 def kernel_main(connection_file: str) -> int:
@@ -209,25 +224,34 @@ def kernel_main(connection_file: str) -> int:
     stays there and is thrown away."""
     conn = json.loads(Path(connection_file).read_text())
     sandbox = default_sandbox()
-    python = [sys.executable, "-m", "ipykernel_launcher", "-f"]
     if not sandbox.isolated:
         print(WARNING, file=sys.stderr, flush=True)
-        proc = subprocess.Popen(python + [connection_file], preexec_fn=sandbox.limits.apply)
+        proc = subprocess.Popen(KERNEL + [connection_file], preexec_fn=sandbox.limits.apply)
         return _forward_and_wait(proc)
     try:
-        home = _kernel_home(conn)
+        home, conn, links = _kernel_home(conn, connection_file)
     except ValueError as e:
         print(f"ERROR: {e}", file=sys.stderr, flush=True)
         return 2
+    try:
+        return _run_kernel(sandbox, home, conn)
+    finally:
+        for link in links:  # made here for a plain nbgrader kernel: so is its folder
+            link.unlink(missing_ok=True)
+        if links:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def _run_kernel(sandbox: Sandbox, home: Path, conn: dict) -> int:
     sandbox, lease = sandbox.with_own_user()  # held while this launcher lives
     cwd, scratch, ipc = Path.cwd(), home / "scratch", home / "ipc"
     for note in _copy_submission(cwd, scratch):
         print(f"sandbox: not copied into the kernel's folder: {note}", file=sys.stderr)
-    shutil.copy(connection_file, scratch / ".kernel-connection.json")
+    (scratch / ".kernel-connection.json").write_text(json.dumps(conn))
     os.chmod(scratch / ".kernel-connection.json", 0o644)  # only this sandbox sees scratch/
     sandbox.give(ipc)
     fill = ["sh", "-c", 'cp -R "$0"/. . 2>/dev/null; exec "$@"', SUBMISSION_INSIDE]
-    cmd = sandbox.command(fill + python + [str(cwd / ".kernel-connection.json")],
+    cmd = sandbox.command(fill + KERNEL + [str(cwd / ".kernel-connection.json")],
                           writable={str(ipc): str(ipc)}, readonly={str(scratch): SUBMISSION_INSIDE},
                           scratch=str(cwd), cwd=str(cwd))
     with open(home / "kernel.log", "wb") as log:

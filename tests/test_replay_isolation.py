@@ -166,3 +166,9 @@ def test_an_oversized_answer_is_refused(tmp_path):
     server, names = _server(tmp_path, body)
     status, frame = server.replay(tmp_path, run="main", names_txt=names, timeout=5)
     assert "malformed" in status and frame is None
+
+
+def test_a_process_the_student_forks_sends_no_results(grade):
+    # the child goes on through the notebook too; only the run's own process may answer
+    score, record = grade("forker", "import os\nif os.fork() == 0:\n    x = [0] * 10\nos._exit(0) if False else None")
+    assert score == FULL and record.problems == []
