@@ -140,10 +140,10 @@ def daemons(tag: str) -> str:
 
 
 # ------------------------------------------------------------ 5. crafted result tensors
-# The replay runs as `python -m grader.replay_server`: its module is __main__. Every function of it
-# that is handed the run's result tensors (a dict of tensors; not the inputs of manual_backward,
-# which have `Xb`) gets them replaced by `craft` first. `after` may rewrite what it returned or
-# wrote.
+# The replay runs as `python -m grader.replay_server`: its module is __main__, the kit's other
+# replay modules are grader.replay*. Every function of theirs that is handed the run's result
+# tensors (a dict of tensors; not the inputs of manual_backward, which have `Xb`) gets them
+# replaced by `craft` first. `after` may rewrite what it returned or wrote.
 _PATCH_REPLAY = dedent("""\
     import sys, torch
     if 'ipykernel' not in sys.modules:
@@ -162,9 +162,10 @@ _PATCH_REPLAY = dedent("""\
                 return after(args, out)
             return wrapper
 
-        for _name, _f in list(vars(__main__).items()):
-            if callable(_f) and not isinstance(_f, type) and getattr(_f, '__module__', '') == '__main__':
-                setattr(__main__, _name, _wrap(_f))""")
+        for _mod in [m for n, m in list(sys.modules.items()) if n == '__main__' or n.startswith('grader.replay')]:
+            for _name, _f in list(vars(_mod).items()):
+                if callable(_f) and not isinstance(_f, type) and getattr(_f, '__module__', '') == _mod.__name__:
+                    setattr(_mod, _name, _wrap(_f))""")
 
 CRAFT_EXPAND = dedent("""\
     import torch
