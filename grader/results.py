@@ -21,8 +21,8 @@ import torch
 
 from . import spec
 from .compare import MISSING, Foreign
+from .replay_server import MAX_FRAME_BYTES  # the protocol's bound, defined where frames are made
 
-MAX_FRAME_BYTES = 16 * 1024 * 1024   # an honest result is well under 1 MB
 MAX_META_BYTES = 2 * 1024 * 1024
 MAX_PICKLE_BYTES = 256 * 1024        # the archive's index of tensors: a few kB when honest
 MAX_ENTRY_BYTES = 8 * 1024 * 1024    # one tensor: a too-big one is refused by key, not by frame
