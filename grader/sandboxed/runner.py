@@ -1,6 +1,6 @@
 """The replay: the student's notebook run again on fresh inputs, in a separate process.
 
-This module runs in the *untrusted* processes that grader/replay_server.py forks. It decides
+This module runs in the *untrusted* processes that grader/sandboxed/server.py forks. It decides
 nothing: it executes the cells of the plan the judge wrote (locked cells from the
 instructor's notebook with the judge's seed, the student's answer and added cells), and
 writes what the student's code produced. The judge compares in its own process.
@@ -17,37 +17,34 @@ import signal
 
 import torch
 
-from . import lecture, spec
-from .grading import TRAINING_LR, accepted_arguments
-from .cells import strip_magics
+from ..exercise import network, spec
+from ..exercise.cells import strip_magics
+from ..exercise.compare import MISSING
+from .backward_call import BackwardFailed, accepted_arguments, call_manual_backward, raised
+from .record import ReplayPlan, RunInputs, RunRecord, ValueInfo
 
 _real_exit = os._exit  # the harness's own; a student's os._exit only ends a statement
 EX1_NAMES = [g.name for g in spec.GRADIENTS if g.exercise == 1]
-STATEMENT_SECONDS = float(os.environ.get("BACKPROP_NINJA_STATEMENT_SECONDS", "10"))
+# What each answer cell's snapshot keeps, in the main run.
+SNAPSHOT = {spec.ANSWER_CELLS[1]: EX1_NAMES, spec.ANSWER_CELLS[2]: ["dlogits"],
+            spec.ANSWER_CELLS[3]: ["dhprebn"]}
 
 
 class StatementTimeout(BaseException):
     """A statement ran too long (an infinite loop): it is stopped, the next one runs."""
 
 
-def _on_alarm(signum, frame):
-    raise StatementTimeout(f"stopped after {STATEMENT_SECONDS:g} s")
-
-
 def _student_exit(code=0):
     raise SystemExit(f"os._exit({code}) called")
-SNAPSHOT = {spec.ANSWER_CELLS[1]: EX1_NAMES, spec.ANSWER_CELLS[2]: ["dlogits"],
-            spec.ANSWER_CELLS[3]: ["dhprebn"]}
 
 
-class _NoIPython:
+class NoIPython:
     """Magics are not part of the answer: the replay ignores them."""
     def __getattr__(self, name):
         return lambda *a, **k: None
 
 
-
-def _export(value):
+def _export(value) -> tuple[ValueInfo, torch.Tensor | None]:
     """A plain, detached copy of what the student left, safe to hand to the judge."""
     if isinstance(value, torch.Tensor):
         t = value.detach()
@@ -63,10 +60,15 @@ def _export(value):
 
 
 class Runner:
-    def __init__(self, plan: dict, inputs: dict, checkpoint=None):
+    def __init__(self, plan: ReplayPlan, inputs: RunInputs, checkpoint=None):
         self.plan, self.inputs = plan, inputs
-        self.errors: list[dict] = []
+        self.errors: list = []
         self.checkpoint = checkpoint  # called with what the main run has so far
+        self.statement_seconds = float(plan.get("statement_seconds", 10.0))
+
+    def on_alarm(self, signum, frame):
+        """SIGALRM's handler in a run (the server installs it)."""
+        raise StatementTimeout(f"stopped after {self.statement_seconds:g} s")
 
     # ------------------------------------------------------------ executing cells
     def run_cell(self, ns: dict, cell: dict, inject: dict | None = None) -> None:
@@ -81,7 +83,7 @@ class Runner:
                 for k, v in inject.items():  # a fresh copy before every statement
                     ns[k] = v.clone()
             try:
-                signal.setitimer(signal.ITIMER_REAL, STATEMENT_SECONDS)
+                signal.setitimer(signal.ITIMER_REAL, self.statement_seconds)
                 try:
                     exec(compile(ast.Module([stmt], []), label, "exec"), ns)
                 finally:
@@ -99,9 +101,9 @@ class Runner:
         return ns
 
     # ------------------------------------------------------------ the runs
-    def run(self, ns: dict, name: str) -> tuple[dict, dict]:
-        """Execute one run in this (forked) process; return (meta, tensors)."""
-        meta: dict = {"values": {}, "names": [], "aliases": [], "n_at": {}}
+    def run(self, ns: dict, name: str) -> tuple[RunRecord, dict]:
+        """Execute one run in this (forked) process; return (record, tensors)."""
+        meta: RunRecord = {"values": {}, "names": [], "aliases": [], "n_at": {}}
         tensors: dict = {}
         cells = self.plan["cells"][self.plan["first_answer"]:]
         kind, _, target = name.partition(":")
@@ -111,7 +113,7 @@ class Runner:
                 meta["n_at"][gid] = ns.get("n") if isinstance(ns.get("n"), int) else repr(ns.get("n"))[:40]
             if kind == "local":
                 if gid == spec.ANSWER_CELLS[1]:
-                    self.run_cell(ns, cell, self._inject(target))
+                    self.run_cell(ns, cell, self.inputs["inject"])
                     self._snapshot(ns, [target], meta, tensors)
                     return meta, tensors
                 self.run_cell(ns, cell)
@@ -133,15 +135,11 @@ class Runner:
             self._exercise4(ns, meta, tensors)
         return meta, tensors
 
-    def _inject(self, target: str) -> dict:
-        up = lecture.upstream(target[1:])
-        return {"d" + t: v for t, v in ((t, self.inputs["inject"].get("d" + t)) for t in up) if v is not None}
-
     def _snapshot(self, ns, names, meta, tensors, prefix=""):
         seen = {}
         for name in names:
-            value = ns.get(name, _MISSING)
-            if value is _MISSING:
+            value = ns.get(name, MISSING)
+            if value is MISSING:
                 meta["values"][prefix + name] = {"kind": "missing"}
                 continue
             info, t = _export(value)
@@ -156,21 +154,17 @@ class Runner:
     def _exercise4(self, ns, meta, tensors):
         fn = ns.get(spec.EX4_FUNCTION)
         ex4 = self.inputs["ex4"]
-        if not callable(fn):
-            meta["ex4_error"] = f"{spec.EX4_FUNCTION} is not defined as a function"
-            return
         try:
-            out = list(_call(fn, {k: v.clone() for k, v in ex4.items() if k in spec.EX4_ARGUMENTS}))
+            out = call_manual_backward(fn, {k: v.clone() for k, v in ex4.items() if k in spec.EX4_ARGUMENTS})
+        except BackwardFailed as e:
+            meta["ex4_error"] = str(e)[:300]
+            return
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
-            meta["ex4_error"] = f"{spec.EX4_FUNCTION} raised {type(e).__name__}: {e}"[:300]
+            meta["ex4_error"] = raised(e)[:300]
             return
-        if len(out) != len(spec.EX4_PARAMETERS):
-            meta["ex4_error"] = (f"{spec.EX4_FUNCTION} returned {len(out)} values, expected "
-                                 f"{len(spec.EX4_PARAMETERS)}: [d{', d'.join(spec.EX4_PARAMETERS)}]")
-            return
-        for pname, value in zip(spec.EX4_PARAMETERS, out):
+        for pname, value in zip(spec.PARAMETERS, out):
             info, t = _export(value)
             meta["values"][f"ex4/d{pname}"] = info
             if t is not None:
@@ -180,15 +174,15 @@ class Runner:
     def _train(self, fn, meta, tensors):
         """A short run of the lecture's training loop with the student's backward."""
         tr = self.inputs["train"]
-        params = {k: tr[k].clone() for k in spec.EX4_PARAMETERS}
+        params = {k: tr[k].clone() for k in spec.PARAMETERS}
         g = torch.Generator().manual_seed(int(self.plan["train_seed"]))
         try:
             for _ in range(int(self.plan["train_steps"])):
-                Xb, Yb = lecture.draw_batch(tr["Xtr"], tr["Ytr"], g)
-                v = lecture.cross_entropy_forward(params, Xb, Yb)
+                Xb, Yb = network.draw_batch(tr["Xtr"], tr["Ytr"], g)
+                v = network.cross_entropy_forward(params, Xb, Yb)
                 grads = list(_call(fn, {k: v[k] for k in spec.EX4_ARGUMENTS}))
-                for k, grad in zip(spec.EX4_PARAMETERS, grads):
-                    params[k] = params[k] - TRAINING_LR * torch.as_tensor(grad).reshape(params[k].shape)
+                for k, grad in zip(spec.PARAMETERS, grads):
+                    params[k] = params[k] - network.LEARNING_RATE * torch.as_tensor(grad).reshape(params[k].shape)
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -196,9 +190,6 @@ class Runner:
             return
         for k, t in params.items():
             tensors[f"train/{k}"] = t.detach().as_subclass(torch.Tensor).to(torch.float32).clone().contiguous()
-
-
-_MISSING = object()
 
 
 def _assigned(stmt) -> set[str]:

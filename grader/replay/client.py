@@ -1,10 +1,10 @@
-"""The judge's end of the replay server (grader/replay_server.py): start it, in the
+"""The judge's end of the replay server (grader/sandboxed/server.py): start it, in the
 sandbox, send it one request at a time, and take an answer only if it is the answer to
 that request.
 
 Each request carries a fresh nonce that no run ever sees; an answer is a JSON header
 line with that nonce, the run's status and a size, then exactly that many bytes (the
-run's result frame, which the judge validates in grader/results.py). Anything else on
+run's result frame, which the judge validates in results.py). Anything else on
 the pipe (an extra line, a wrong nonce, a header out of bounds, bytes before a request)
 means the server can no longer be trusted: it is killed, restarted for the next
 submission, and the run counts as failed.
@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .replay_server import MAX_FRAME_BYTES
-from .sandbox import Sandbox
+from ..sandboxed.record import MAX_FRAME_BYTES
+from ..sandbox import Sandbox
 
 Launcher = Callable[[list[str]], subprocess.Popen]
 # -I: nothing from the current folder, PYTHONPATH or the user's site-packages is imported
-SERVER_COMMAND = [sys.executable, "-I", "-m", "grader.replay_server"]
+SERVER_COMMAND = [sys.executable, "-I", "-m", "grader.sandboxed.server"]
 MAX_HEADER_BYTES = 4096
 
 
@@ -74,7 +74,7 @@ def launch_sandboxed(cmd: list[str], sandbox: Sandbox) -> subprocess.Popen:
 
 
 class ReplayServer:
-    """A warm `python -m grader.replay_server`: torch imported and the shared setup cells
+    """A warm `python -m grader.sandboxed.server`: torch imported and the shared setup cells
     run once, then one isolated fork per run. Restarted when anything about it is off."""
 
     def __init__(self, prefix: list[dict], launcher: Launcher = launch_plain):

@@ -14,8 +14,10 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-FIRST_UID = int(os.environ.get("BACKPROP_NINJA_FIRST_UID", "61000"))
-COUNT = int(os.environ.get("BACKPROP_NINJA_UID_COUNT", "1000"))
+from ..settings import env
+
+FIRST_UID = env("BACKPROP_NINJA_FIRST_UID")
+COUNT = env("BACKPROP_NINJA_UID_COUNT")
 LOCKS = Path("/run/backprop-ninja-uids")  # root's: the leases of every grading process here
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import nbformat
 
-from . import spec
+from ..exercise import spec
+from ..exercise.cells import nbgrader_meta
 
 _BEGIN, _END = "### BEGIN SOLUTION", "### END SOLUTION"
 _STUB = re.compile(r"^(?P<indent>[ \t]*)# YOUR CODE HERE\n(?P=indent)raise NotImplementedError\(\)$", re.M)
@@ -20,7 +21,7 @@ def reference_answers(source_nb: nbformat.NotebookNode) -> dict[str, str]:
     """The reference solution region of each answer cell, by grade id, dedented to column 0."""
     answers = {}
     for cell in source_nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
+        meta = nbgrader_meta(cell)
         if meta.get("solution") and _BEGIN in cell.source:
             lines = cell.source.split("\n")
             b = next(i for i, l in enumerate(lines) if l.strip() == _BEGIN)
@@ -36,10 +37,10 @@ def fill(release_nb: nbformat.NotebookNode, answers: dict[str, str],
     student's own cells (after_grade_id, source) inserted."""
     nb = nbformat.from_dict(release_nb)
     for after, source in added:
-        at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == after)
+        at = next(i for i, c in enumerate(nb.cells) if nbgrader_meta(c).get("grade_id") == after)
         nb.cells.insert(at + 1, nbformat.v4.new_code_cell(source))
     for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        gid = nbgrader_meta(cell).get("grade_id")
         if gid in answers:
             m = _STUB.search(cell.source)
             if m is None:

@@ -8,8 +8,9 @@ import torch
 import torch.nn.functional as F
 
 
-def known_mistakes(name: str, v: dict, d: dict) -> dict[str, torch.Tensor]:
-    """`v`: forward values; `d`: correct gradients by tensor name."""
+def known_mistakes(name: str, values: dict, grads: dict) -> dict[str, torch.Tensor]:
+    """`values`: the forward values; `grads`: the correct gradients, by tensor name."""
+    v, d = values, grads  # short names: the formulas below read like the lecture's
     n = v["Xb"].shape[0]
     if name == "dprobs":
         return {"the local derivative of log(x) is 1/x: dprobs = (1.0 / probs) * dlogprobs":

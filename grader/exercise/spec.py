@@ -10,6 +10,17 @@ from dataclasses import dataclass
 ASSIGNMENT = "backprop_ninja"
 NOTEBOOK = "backprop_ninja"
 
+# The lecture's sizes and constants (grader/exercise/network.py builds the net from them).
+LECTURE_SEED = 2147483647
+BLOCK_SIZE = 3
+BATCH_SIZE = 32
+N_EMBD = 10
+N_HIDDEN = 64          # exercises 1-3
+N_HIDDEN_TRAIN = 200   # exercise 4
+BN_EPS = 1e-5
+# The lecture's learning rate for the first 100,000 steps (the replay's short training run).
+LEARNING_RATE = 0.1
+
 
 @dataclass(frozen=True)
 class Gradient:
@@ -30,13 +41,13 @@ _EX1 = [
     "bnvar_inv", "bnvar", "bndiff2", "bndiff", "bnmeani", "hprebn", "embcat", "W1",
     "b1", "emb", "C",
 ]
-# Exercise 4 returns the parameter gradients in the order of the lecture's `parameters`.
-EX4_PARAMETERS = ["C", "W1", "b1", "W2", "b2", "bngain", "bnbias"]
+# The lecture's `parameters`, in its order: exercise 4 returns their gradients in this order.
+PARAMETERS = ["C", "W1", "b1", "W2", "b2", "bngain", "bnbias"]
 
 GRADIENTS: list[Gradient] = (
     [Gradient(1, "d" + t, t, 1.0) for t in _EX1]
     + [Gradient(2, "dlogits", "logits", 2.0), Gradient(3, "dhprebn", "hprebn", 2.0)]
-    + [Gradient(4, "d" + t, t, 1.0) for t in EX4_PARAMETERS]
+    + [Gradient(4, "d" + t, t, 1.0) for t in PARAMETERS]
 )
 
 

@@ -8,8 +8,8 @@ import ast
 import re
 from dataclasses import dataclass
 
-from . import spec
-from .cells import strip_magics
+from ..exercise import spec
+from ..exercise.cells import strip_magics
 
 ANSWER_LABELS = set(spec.ANSWER_CELLS.values())
 

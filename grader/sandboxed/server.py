@@ -1,12 +1,11 @@
-"""The replay server: the process tree around the untrusted runs (grader/replay.py runs
-the cells). `python -I -m grader.replay_server` is started by the judge
-(grader/replay_client.py) inside the sandbox. It never runs a student's code itself: each
-run is a fork, isolated in namespaces of its own (grader/isolation.py), whose result comes
-back on a pipe of its own, bounded, and is relayed to the judge with the request's nonce.
+"""The replay server: the process tree around the untrusted runs (runner.py runs the
+cells). `python -I -m grader.sandboxed.server` is started by the judge
+(grader/replay/client.py) inside the sandbox. It never runs a student's code itself: each
+run is a fork, isolated in namespaces of its own (isolation.py), whose result comes back on
+a pipe of its own, bounded, and is relayed to the judge with the request's nonce.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import select
@@ -19,21 +18,8 @@ from pathlib import Path
 import torch
 
 from . import isolation
-from .replay import Runner, _NoIPython, _on_alarm, _real_exit, _student_exit
-
-FRAME_HEADER = struct.Struct(">Q")
-MAX_FRAME_BYTES = 16 * 1024 * 1024     # an honest run's result is well under 1 MB
-MAX_RUN_BYTES = 4 * MAX_FRAME_BYTES    # all a run may send (checkpoints included)
-RUN_TMP_MB = int(os.environ.get("BACKPROP_NINJA_RUN_TMP_MB", "256"))
-
-
-def encode_frame(meta: dict, tensors: dict) -> bytes:
-    """One result: the meta record as JSON, then the tensors as torch.save writes them.
-    The judge validates both before it uses anything (grader/results.py)."""
-    blob = io.BytesIO()
-    torch.save(tensors, blob)
-    meta_json = json.dumps(meta, default=str).encode()
-    return struct.pack(">I", len(meta_json)) + meta_json + blob.getvalue()
+from .record import FRAME_HEADER, MAX_FRAME_BYTES, MAX_RUN_BYTES, ReplayPlan, RunInputs, RunRecord, encode_frame
+from .runner import NoIPython, Runner, _real_exit, _student_exit
 
 
 _RUNNER_PID: int | None = None  # the run's own process: a process the student forks sends nothing
@@ -44,18 +30,18 @@ def _forked_by_the_student() -> None:
     os._exit = _real_exit
 
 
-def _write(channel: int, name: str, meta: dict, tensors: dict) -> None:
+def _write(channel: int, record: RunRecord, tensors: dict) -> None:
     """Send a result (a checkpoint or the last word) on the run's own pipe to the server.
     Only from the run's own process: a child the student forked would interleave its frames."""
     if os.getpid() != _RUNNER_PID:
         return
-    frame = encode_frame(meta, tensors)
+    frame = encode_frame(record, tensors)
     data = memoryview(FRAME_HEADER.pack(len(frame)) + frame)
     while data:
         data = data[os.write(channel, data):]
 
 
-def read_run_inputs(work: Path) -> tuple[dict, dict]:
+def read_run_inputs(work: Path) -> tuple[ReplayPlan, RunInputs]:
     """The plan and the inputs of one run. WORK/inject.pt holds exactly the correct values
     this run is handed, nothing more."""
     plan = json.loads((work / "plan.json").read_text())
@@ -64,20 +50,22 @@ def read_run_inputs(work: Path) -> tuple[dict, dict]:
     return plan, inputs
 
 
-def replay_run(plan: dict, inputs: dict, run: str, channel: int, warm: tuple[list, dict] | None = None) -> None:
+def replay_run(plan: ReplayPlan, inputs: RunInputs, run: str, channel: int,
+               warm: tuple[list, dict] | None = None) -> None:
     """One run of one submission, in this (freshly forked, isolated) process: the setup cells
     from where the warm server left off, then the run. Results go to `channel`."""
-    runner = Runner(plan, inputs, checkpoint=lambda meta, tensors: _write(channel, run, meta, tensors))
+    runner = Runner(plan, inputs, checkpoint=lambda record, tensors: _write(channel, record, tensors))
+    signal.signal(signal.SIGALRM, runner.on_alarm)
     t0 = time.perf_counter()
     prefix = warm[0] if warm else []
     if warm and plan["cells"][:len(prefix)] == prefix:
         ns = runner.setup(dict(warm[1]), start=len(prefix))
     else:
-        ns = runner.setup({"__name__": "__main__", "get_ipython": _NoIPython})
-    meta, tensors = runner.run(ns, run)
-    meta["errors"] = runner.errors
-    meta["seconds"] = time.perf_counter() - t0
-    _write(channel, run, meta, tensors)
+        ns = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
+    record, tensors = runner.run(ns, run)
+    record["errors"] = runner.errors
+    record["seconds"] = time.perf_counter() - t0
+    _write(channel, record, tensors)
 
 
 def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
@@ -98,10 +86,9 @@ def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
             # the trusted names.txt; it stays reachable as the current folder under the new /tmp
             os.chdir(plan["data_dir"])
             if isolated:
-                isolation.private_scratch(RUN_TMP_MB)
+                isolation.private_scratch(int(plan["run_tmp_mb"]))
             isolation.close_other_fds({channel})
             sys.stdout = sys.stderr = open(os.devnull, "w")
-            signal.signal(signal.SIGALRM, _on_alarm)
             global _RUNNER_PID
             _RUNNER_PID = os.getpid()
             os.register_at_fork(after_in_child=_forked_by_the_student)
@@ -218,7 +205,7 @@ def serve() -> int:
     hello = json.loads(sys.stdin.readline())
     os.chdir(hello["data_dir"])
     runner = Runner({"cells": hello["prefix"], "first_answer": len(hello["prefix"])}, {})
-    ns0 = runner.setup({"__name__": "__main__", "get_ipython": _NoIPython})
+    ns0 = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
     warm = (hello["prefix"], ns0)
     proto.write((json.dumps({"ready": True, "errors": runner.errors}) + "\n").encode())
     for line in sys.stdin:

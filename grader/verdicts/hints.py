@@ -9,7 +9,7 @@ import difflib
 
 import torch
 
-from .compare import ATOL, RTOL, as_reference_shape
+from ..exercise.compare import ATOL, RTOL, as_reference_shape
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -1,4 +1,5 @@
-"""Notebook cell source as Python: IPython magics and shell escapes are not part of an answer."""
+"""Notebook cells as the grader reads them: the source as Python (IPython magics and shell
+escapes are not part of an answer), and the nbgrader metadata."""
 from __future__ import annotations
 
 import re
@@ -18,3 +19,11 @@ def strip_magics(source: str) -> str:
             return "pass\n" + _MAGIC_LINE.sub(r"\1pass", body)  # keeps line numbers
         return ""  # any other cell magic makes the whole cell not Python
     return _MAGIC_LINE.sub(r"\1pass", source)
+
+
+def nbgrader_meta(cell) -> dict:
+    """A cell's nbgrader metadata: {} for a cell nbgrader does not know, or whose metadata a
+    student made something other than a dict."""
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else {}

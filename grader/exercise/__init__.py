@@ -1,0 +1,1 @@
+"""The exercise, defined once, with nothing secret in it: the sandbox sees this folder."""

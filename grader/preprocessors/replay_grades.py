@@ -1,0 +1,106 @@
+"""ReplayGrades: after the kernel ran, replace each graded test cell's output with the judge's
+verdict (grader/verdicts/judge.py), so the gradebook, the formgrader, the feedback and
+`nbgrader export` all carry grades decided outside the student's kernel.
+
+Enable in nbgrader_config.py: it goes right after the Execute step in
+`c.Autograde.autograde_preprocessors`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nbconvert.exporters.exporter import ResourcesDict
+from nbformat.notebooknode import NotebookNode, from_dict
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.utils import determine_grade, is_grade
+from traitlets import Bool, Float, Integer, Unicode
+
+from ..course.quote import for_log
+from ..exercise import spec
+from ..exercise.cells import nbgrader_meta
+from ..exercise.verdict import Verdict
+from ..sandbox import WARNING, default_sandbox
+from ..settings import REPORT_DIR, JudgeSettings, seed_for, trait_settings
+from ..verdicts.judge import JudgeRecord, judge_submission
+
+__all__ = ["ReplayGrades", "verdict_outputs"]
+_JUDGE = {f.name: f for f in trait_settings()}
+
+
+def _judge_trait(name: str):
+    """The trait of one JudgeSettings field: its default and help are defined there, once."""
+    f = _JUDGE[name]
+    kind = Integer if isinstance(f.default, int) and not isinstance(f.default, bool) else Float
+    return kind(f.default, help=f.metadata["help"]).tag(config=True)
+
+
+class ReplayGrades(NbGraderPreprocessor):
+    enabled = Bool(True, help="Off: grades come from the in-kernel test cells alone (the "
+                   "benchmark's baseline; never for real grading).").tag(config=True)
+    seed_salt = Unicode("backprop-ninja", help="Mixed with the student id into the replay's seed. "
+                        "Change it per term so inputs cannot be predicted.").tag(config=True)
+    sandboxed = Bool(True, help="Run the replay in the sandbox (grader/sandbox/): bubblewrap "
+                     "where available, resource limits always.").tag(config=True)
+    report_dir = Unicode(REPORT_DIR, help="Where the per-student records go, relative to the course "
+                         "root (kept out of autograded/ so feedback does not copy them).").tag(config=True)
+    batch_size = _judge_trait("batch_size")
+    run_timeout = _judge_trait("run_timeout")
+    total_timeout = _judge_trait("total_timeout")
+    train_steps = _judge_trait("train_steps")
+    carried_credit = _judge_trait("carried_credit")
+    judge_seconds = _judge_trait("judge_seconds")
+
+    def judge_settings(self, student: str) -> JudgeSettings:
+        return JudgeSettings(seed=seed_for(student, self.seed_salt), **{name: getattr(self, name) for name in _JUDGE})
+
+    def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
+        if not self.enabled:
+            self.log.warning("ReplayGrades is disabled: grades come from the student's own kernel")
+            return nb, resources
+        student, assignment = resources["nbgrader"]["student"], resources["nbgrader"]["assignment"]
+        coursedir = CourseDirectory(config=self.config)
+        root = Path(coursedir.root)
+        names_txt = root / coursedir.source_directory / assignment / "names.txt"
+        in_kernel = {nbgrader_meta(c)["grade_id"]: _kernel_score(c, self.log)
+                     for c in nb.cells if is_grade(c) and nbgrader_meta(c).get("grade_id") in spec.BY_GRADE_ID}
+        sandbox = default_sandbox() if self.sandboxed else None
+        record = judge_submission(nb.cells, student=student, settings=self.judge_settings(student),
+                                  names_txt=names_txt, in_kernel=in_kernel, sandbox=sandbox)
+        if sandbox is None or not sandbox.isolated:
+            record.problems.insert(0, WARNING if sandbox else "the replay ran without a sandbox (sandboxed=False)")
+        for cell in nb.cells:
+            gid = nbgrader_meta(cell).get("grade_id")
+            if is_grade(cell) and gid in record.verdicts:
+                cell.outputs = verdict_outputs(record.verdicts[gid], cell.get("execution_count"))
+        self._report(root, record)
+        return nb, resources
+
+    def _report(self, root: Path, record: JudgeRecord) -> None:
+        who = for_log(record.student)
+        for p in record.problems:
+            self.log.warning("%s: %s", who, for_log(p, 500))
+        if record.suspicious:
+            self.log.warning("%s: %d suspicious signs (see %s)", who, len(record.suspicious), self.report_dir)
+        out = root / self.report_dir / "replay"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{record.student}.json").write_text(json.dumps(record.to_json(), indent=1))
+        self.log.info("%s: replay graded %g/%g in %.2f s", who, sum(v.score for v in record.verdicts.values()),
+                      sum(v.max_score for v in record.verdicts.values()), record.replay_seconds)
+
+
+def _kernel_score(cell, log) -> float:
+    """What nbgrader would have read from the kernel's own output (for the suspicion check
+    only). A student's output trick can make nbgrader's parser raise: that is not a score."""
+    try:
+        return float(determine_grade(cell, log)[0] or 0.0)
+    except Exception:
+        return 0.0
+
+
+def verdict_outputs(verdict: Verdict, execution_count=None) -> list:
+    """The verdict as nbgrader reads a test cell: text on stdout, the score as the result."""
+    return [from_dict({"output_type": "stream", "name": "stdout", "text": verdict.text() + "\n"}),
+            from_dict({"output_type": "execute_result", "execution_count": execution_count, "metadata": {},
+                       "data": {"text/plain": repr(float(verdict.score))}})]

@@ -1,0 +1,97 @@
+"""Fresh inputs and their references: what one submission's replay is judged on.
+
+Per student, fresh parameters and a fresh batch (from JudgeSettings.seed), the reference
+gradients by autograd and, for the hints, by the step rules branch by branch; exercise 4's
+inputs and references; and the training run the kit's own backward makes from the same
+start, which the student's must come close to. Trusted side only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..exercise import network, spec
+from ..settings import JudgeSettings
+from . import steps
+
+EVAL_EXAMPLES = 4000
+
+
+@dataclass
+class FreshInputs:
+    values: dict[str, torch.Tensor]     # exercises 1-3: every forward value on the fresh batch
+    grads: dict[str, torch.Tensor]      # ... and the gradient of the loss w.r.t. each (autograd)
+    branches: dict[str, dict[str, torch.Tensor]]  # tensor -> consumer -> its share of the gradient
+    ex4_inputs: dict[str, torch.Tensor]     # manual_backward's arguments (spec.EX4_ARGUMENTS)
+    ex4_reference: dict[str, torch.Tensor]  # parameter -> autograd's gradient
+    train: dict[str, torch.Tensor]      # the training run's start (spec.PARAMETERS), Xtr, Ytr
+    eval_X: torch.Tensor
+    eval_Y: torch.Tensor
+    initial_eval_loss: float
+    reference_train_loss: float   # the same training run with the kit's backward
+    context_free_loss: float      # the best any net that ignores its input can reach on eval_Y
+
+
+_datasets: dict[tuple, network.Dataset] = {}
+
+
+def dataset(names_txt: Path) -> network.Dataset:
+    key = (str(names_txt), names_txt.stat().st_mtime_ns)
+    if key not in _datasets:
+        _datasets.clear()
+        _datasets[key] = network.load_dataset(names_txt.read_text().splitlines())
+    return _datasets[key]
+
+
+def fresh_inputs(ds: network.Dataset, settings: JudgeSettings) -> FreshInputs:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the replay computes single-threaded: same bits where it can
+    try:
+        return _fresh_inputs(ds, settings)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fresh_inputs(ds: network.Dataset, settings: JudgeSettings) -> FreshInputs:
+    seed = settings.seed
+    params, g = network.init_params(seed=seed, vocab_size=ds.vocab_size)
+    Xb, Yb = network.draw_batch(ds.Xtr, ds.Ytr, g, settings.batch_size)
+    values, grads = steps.autograd_grads(params, Xb, Yb)
+    _, branches = steps.manual_grads(values)
+    p4, g4 = network.init_params(seed=seed + 1, vocab_size=ds.vocab_size, n_hidden=network.N_HIDDEN_TRAIN)
+    X4, Y4 = network.draw_batch(ds.Xtr, ds.Ytr, g4, settings.batch_size)
+    v4 = network.cross_entropy_forward(p4, X4, Y4, track=True)
+    v4["loss"].backward()
+    ex4_reference = {k: v4[k].grad.detach().clone() for k in spec.PARAMETERS}
+    ex4_inputs = {k: v4[k].detach().clone() for k in spec.EX4_ARGUMENTS}
+    p5, _ = network.init_params(seed=seed + 2, vocab_size=ds.vocab_size, n_hidden=network.N_HIDDEN_TRAIN)
+    eval_X, eval_Y = ds.Xdev[:EVAL_EXAMPLES], ds.Ydev[:EVAL_EXAMPLES]
+    initial = float(network.cross_entropy_forward(p5, eval_X, eval_Y)["loss"])
+    train = dict(p5, Xtr=ds.Xtr, Ytr=ds.Ytr)
+    trained = reference_training(train, settings)
+    reached = float(network.cross_entropy_forward(trained, eval_X, eval_Y)["loss"])
+    return FreshInputs(values, grads, branches, ex4_inputs, ex4_reference, train, eval_X, eval_Y,
+                       initial, reached, context_free_loss(eval_Y))
+
+
+def context_free_loss(labels: torch.Tensor) -> float:
+    """Cross-entropy of one fixed distribution q is H(p) + KL(p||q) >= H(p), p the labels'
+    frequencies: no net that ignores its input does better."""
+    freq = torch.bincount(labels).double() / len(labels)
+    return float(-(freq[freq > 0] * freq[freq > 0].log()).sum())
+
+
+def reference_training(train: dict, settings: JudgeSettings) -> dict:
+    """Runner._train (grader/sandboxed/runner.py) with autograd's backward: the same start, the
+    same batches (JudgeSettings.train_seed, network.draw_batch's batch size), steps and rate."""
+    params = {k: train[k].clone() for k in spec.PARAMETERS}
+    g = torch.Generator().manual_seed(settings.train_seed)
+    for _ in range(settings.train_steps):
+        Xb, Yb = network.draw_batch(train["Xtr"], train["Ytr"], g)
+        with torch.enable_grad():
+            v = network.cross_entropy_forward(params, Xb, Yb, track=True)
+            v["loss"].backward()
+        params = {k: params[k] - network.LEARNING_RATE * v[k].grad for k in spec.PARAMETERS}
+    return params

@@ -1,0 +1,96 @@
+"""The replay plan: which of the notebook's cells a replay runs, re-seeded for the student,
+and in which order the runs go. Trusted side; the plan travels to the runs as data
+(grader/sandboxed/record.py's ReplayPlan)."""
+from __future__ import annotations
+
+import ast
+
+from ..exercise import network, spec
+from ..exercise.cells import nbgrader_meta, strip_magics
+from ..reference import steps
+from ..sandboxed.record import PlanCell
+from ..settings import JudgeSettings
+
+EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
+AS_SUBMITTED = "main"   # the student's notebook as it is, on the fresh inputs
+
+
+class _Reseed(ast.NodeTransformer):
+    """The locked cells, as the instructor wrote them, with the judge's seed and batch size."""
+    def __init__(self, seed: int, batch_size: int | None):
+        self.seed, self.batch_size = seed, batch_size
+
+    def visit_Constant(self, node):
+        if node.value == network.LECTURE_SEED and type(node.value) is int:
+            return ast.copy_location(ast.Constant(self.seed), node)
+        return node
+
+    def visit_Assign(self, node):
+        if (self.batch_size and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "batch_size"):
+            node.value = ast.copy_location(ast.Constant(self.batch_size), node.value)
+        return self.generic_visit(node)
+
+
+def reseed(source: str, seed: int, batch_size: int | None = None) -> str:
+    tree = _Reseed(seed, batch_size).visit(ast.parse(strip_magics(source)))
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _cell(label: str, kind: str, grade_id: str | None, source: str, seeded: bool = False) -> PlanCell:
+    return {"label": label, "kind": kind, "grade_id": grade_id, "source": source, "seeded": seeded}
+
+
+def replay_cells(cells, settings: JudgeSettings) -> list[PlanCell]:
+    """What the replay runs, in notebook order: locked cells (re-seeded) but those that use
+    autograd or only report, the answer cells, and every cell the student added."""
+    out, last = [], "the top"
+    for cell in cells:
+        meta = nbgrader_meta(cell)
+        gid = meta.get("grade_id")
+        if cell.get("cell_type") != "code":
+            last = gid or last
+            continue
+        if meta.get("solution"):
+            out.append(_cell(gid, "answer", gid, cell["source"]))
+        elif meta.get("grade"):
+            pass  # test cells: the judge grades, not the cell
+        elif meta.get("locked"):
+            if gid not in spec.KERNEL_ONLY_CELLS:
+                size = settings.batch_size if gid == spec.BATCH_CELL else None
+                source = reseed(cell["source"], settings.seed, size)
+                seeded = source != reseed(cell["source"], settings.seed + 1, size)
+                out.append(_cell(gid, "locked", gid, source, seeded))
+        else:
+            out.append(_cell(f"your cell after {last}", "added", None, cell["source"]))
+        last = gid or last
+    return out
+
+
+def warm_prefix(cells: list[PlanCell]) -> list[PlanCell]:
+    """The leading locked cells that do not depend on the seed: the same for every submission."""
+    prefix = []
+    for c in cells:
+        if c["kind"] != "locked" or c["seeded"] or c["grade_id"] == spec.BATCH_CELL:
+            break
+        prefix.append(c)
+    return prefix
+
+
+def run_order() -> list[str]:
+    """Runs in this order so that no run is handed the correct value of a gradient whose
+    own run is still to come: the student's notebook as is, then one run per exercise-1
+    gradient in backward order, exercise 3's (given dhpreact) before anything gets dhprebn."""
+    names = [g.name for g in EX1 if steps.upstream(g.target)]
+    cut = names.index("dhprebn") + 1
+    return ([AS_SUBMITTED] + [f"local:{x}" for x in names[:cut]] + ["ex3"]
+            + [f"local:{x}" for x in names[cut:]])
+
+
+def with_correct_inputs(run: str, grads: dict) -> dict:
+    """The correct values a run is handed: none for the notebook as submitted; every upstream
+    gradient for a gradient's own rule ("local:dX"); dhpreact for exercise 3 ("ex3")."""
+    kind, _, name = run.partition(":")
+    if kind == "local":
+        return {"d" + t: grads[t] for t in steps.upstream(name[1:])}
+    return {"dhpreact": grads["hpreact"]} if kind == "ex3" else {}

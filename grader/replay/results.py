@@ -1,0 +1,179 @@
+"""A replay run's result, checked before the judge computes anything with it.
+
+The replay is untrusted: a run that replaces its writer can send any bytes. A result is
+one frame (grader/sandboxed/record.py's encode_frame): a RunRecord as JSON, then the tensors. Here the
+frame's size, the meta record's schema and the tensor archive's layout are checked first;
+only then does torch unpickle it (plain tensors only), and each tensor must be a plain,
+compact float32 tensor of a shape the judge expects for its key. A malformed frame costs its
+run only; a bad tensor costs its key only, with the reason in the verdict.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+
+import torch
+
+from ..exercise import spec
+from ..exercise.compare import MISSING, Foreign
+from ..sandboxed.record import MAX_FRAME_BYTES, META_HEADER, RunRecord
+from .tensors import MAX_NAME, BadFrame, Expect, load_tensors
+
+EX1_CELL = spec.ANSWER_CELLS[1]
+
+MAX_META_BYTES = 2 * 1024 * 1024
+MAX_STR = 1000                       # the replay cuts its own messages at 300
+MAX_NAMES, MAX_ERRORS, MAX_ALIASES, MAX_N_AT = 2000, 1000, 200, 16
+KINDS = ("missing", "none", "other", "tensor")
+
+
+def expected_shapes(fresh) -> dict[str, Expect]:
+    """Every key a run may return, from the judge's own references (spec.py names them).
+    `fresh`: grader/reference/inputs.py's FreshInputs."""
+    grads, values, ex4_reference, ex4_inputs, train = (fresh.grads, fresh.values, fresh.ex4_reference,
+                                                       fresh.ex4_inputs, fresh.train)
+    # A wrong-axis sum or a missing sum is no bigger than its forward pass's largest tensor
+    # (db2 summed over the batch is (32,) for (27,)): room enough for every shape hint.
+    room = {ex: max(t.numel() for t in v.values() if isinstance(t, torch.Tensor))
+            for ex, v in ((1, values), (4, ex4_inputs))}
+    out: dict[str, Expect] = {}
+    for g in spec.GRADIENTS:
+        ref = (ex4_reference if g.exercise == 4 else grads)[g.target]
+        expect = Expect(tuple(ref.shape), False, max(ref.numel(), room[4 if g.exercise == 4 else 1]))
+        if g.exercise == 4:
+            out[f"ex4/{g.name}"] = expect
+            continue
+        out[f"{spec.ANSWER_CELLS[g.exercise]}/{g.name}"] = expect
+        out[g.name] = expect      # the per-gradient runs and exercise 3's run name it bare
+    for k in spec.PARAMETERS:   # the replay's own loop shapes them: exactly
+        out[f"train/{k}"] = Expect(tuple(train[k].shape), True, train[k].numel())
+    return out
+
+
+class Unusable(Foreign):
+    """A tensor the replay returned that the judge will not compute with."""
+    def __init__(self, name: str, reason: str):
+        super().__init__(f"an unusable tensor: {reason}")
+        self.message = f"the replay returned an unusable value for {name}: {reason}"
+
+
+@dataclass
+class RunResult:
+    """One run as the judge sees it: its status, its validated record and tensors."""
+    status: str
+    meta: RunRecord = field(default_factory=dict)
+    tensors: dict = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)   # key -> why its tensor was refused
+
+    def value(self, key: str):
+        if key in self.rejected:
+            return Unusable(key.rpartition("/")[2], self.rejected[key])
+        info = self.meta.get("values", {}).get(key)
+        if info is None or info["kind"] == "missing":
+            return MISSING
+        if info["kind"] == "none":
+            return None
+        if info["kind"] == "other":
+            return Foreign(info.get("type", "?"))
+        return self.tensors.get(key, MISSING)
+
+
+def parse_frame(frame: bytes | None, status: str, expected: dict[str, Expect]) -> RunResult:
+    """The run's result, or a RunResult without values that says why there is none."""
+    if not frame:
+        return RunResult(status if status != "ok" else "ended without a result (exit or crash)")
+    try:
+        meta, blob = split_frame(frame)
+        meta = check_meta(meta, expected)
+        tensors, rejected = load_tensors(blob, expected)
+    except Exception as e:  # anything unforeseen in untrusted bytes costs this run, not the batch
+        reason = str(e) if isinstance(e, BadFrame) else f"unreadable: {type(e).__name__}"
+        return RunResult(status if status != "ok" else f"returned an unusable result ({reason})")
+    return RunResult(status, meta, tensors, rejected)
+
+
+def split_frame(frame: bytes) -> tuple[bytes, bytes]:
+    if not isinstance(frame, (bytes, bytearray)) or not META_HEADER.size <= len(frame) <= MAX_FRAME_BYTES:
+        raise BadFrame(f"not a frame of {META_HEADER.size} to {MAX_FRAME_BYTES} bytes")
+    (n,) = META_HEADER.unpack_from(frame)
+    start = META_HEADER.size
+    if n > MAX_META_BYTES or start + n > len(frame):
+        raise BadFrame("the meta record's length is wrong")
+    return bytes(frame[start:start + n]), bytes(frame[start + n:])
+
+
+# ------------------------------------------------------------ the meta record
+def _is(v, where: str, ok: bool, what: str):
+    if not ok:
+        raise BadFrame(f"{where} is not {what}")
+    return v
+
+
+def _str(v, where: str, limit: int = MAX_STR, optional: bool = False) -> str | None:
+    return None if v is None and optional else _is(v, where, type(v) is str, "a string")[:limit]
+
+
+def _name(v, where: str) -> str:
+    return _str(v, where, MAX_NAME)
+
+
+def _list(v, where: str, limit: int, item) -> list:
+    return [item(x, f"{where}[{i}]") for i, x in enumerate(_is(v, where, type(v) is list, "a list")[:limit])]
+
+
+def _dict(v, where: str) -> dict:
+    return _is(v, where, type(v) is dict, "an object")
+
+
+def _value_info(v, where: str) -> dict:
+    v = _dict(v, where)
+    kind = _is(v.get("kind"), f"{where}.kind", v.get("kind") in KINDS, f"one of {KINDS}")
+    return {"kind": kind, **({"type": _name(v["type"], where)} if "type" in v else {})}
+
+
+def _error(v, where: str) -> dict:
+    v = _dict(v, where)
+    line = v.get("line")
+    return {"cell": _name(v.get("cell", ""), where), "error": _str(v.get("error", ""), where),
+            "line": _is(line, where, line is None or type(line) is int, "a line number"),
+            "assigns": _list(v.get("assigns", []), where, MAX_NAMES, _name)}
+
+
+def _pair(v, where: str) -> list[str]:
+    _is(v, where, type(v) is list and len(v) == 2, "a pair of names")
+    return [_name(v[0], where), _name(v[1], where)]
+
+
+# A check for each RunRecord field but `values` (checked against the expected keys): the
+# judge reads nothing else (grader/sandboxed/runner.py writes them); any other key is dropped.
+SCHEMA = {
+    "names": lambda v, w: _list(v, w, MAX_NAMES, _name),
+    "aliases": lambda v, w: _list(v, w, MAX_ALIASES, _pair),
+    "n_at": lambda v, w: {_name(k, w): (v[k] if type(v[k]) in (int, bool) else _str(v[k], w, 40))
+                          for k in list(_dict(v, w))[:MAX_N_AT]},
+    "errors": lambda v, w: _list(v, w, MAX_ERRORS, _error),
+    "ex4_error": lambda v, w: _str(v, w, optional=True),
+    "train_error": lambda v, w: _str(v, w, optional=True),
+    "seconds": lambda v, w: _is(v, w, type(v) is float and 0 <= v < 1e9, "a duration"),  # perf_counter's
+    "partial": lambda v, w: _is(v, w, type(v) is bool, "true or false"),
+}
+
+
+assert set(SCHEMA) | {"values"} == set(RunRecord.__annotations__), "a RunRecord field has no check"
+
+
+def check_meta(raw: bytes, expected: dict[str, Expect]) -> RunRecord:
+    """The meta record, parsed and checked against SCHEMA; `values` only for known keys."""
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise BadFrame(f"the meta record is not JSON: {type(e).__name__}") from None
+    meta = _dict(meta, "the meta record")
+    out = {k: check(meta[k], k) for k, check in SCHEMA.items() if k in meta}
+    values = _dict(meta.get("values", {}), "values")
+    out["values"] = {k: _value_info(values[k], f"values[{k}]") for k in expected if k in values}
+    return out

@@ -1,0 +1,86 @@
+"""Running one submission's replay: write its plan and inputs to the exchange folder, send the
+runs to the warm server one at a time, and validate each result before the next run starts.
+Trusted side; the runs themselves happen in grader/sandboxed/."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..exercise.verdict import compare_gradient
+from ..reference.inputs import FreshInputs
+from ..sandboxed.record import ReplayPlan
+from ..settings import JudgeSettings
+from . import results
+from .client import Launcher, exchange_root, launch_plain, server_for
+from .plan import AS_SUBMITTED, EX1, run_order, warm_prefix, with_correct_inputs
+from .results import RunResult
+
+
+@dataclass
+class ReplayOutput:
+    runs: dict[str, RunResult]
+    seconds: float
+    problem: str | None = None
+
+
+def write_plan(work: Path, cells: list, fresh: FreshInputs, settings: JudgeSettings, names_txt: Path) -> None:
+    data_dir = work / "data"
+    data_dir.mkdir()
+    shutil.copy(names_txt, data_dir / "names.txt")
+    os.chmod(data_dir / "names.txt", 0o444)  # the replay reads it; nobody may change it
+    plan: ReplayPlan = {
+        "cells": cells, "first_answer": next((i for i, c in enumerate(cells) if c["kind"] == "answer"), len(cells)),
+        "data_dir": str(data_dir), "train_seed": settings.train_seed, "train_steps": settings.train_steps,
+        "statement_seconds": settings.statement_seconds, "run_tmp_mb": settings.run_tmp_mb}
+    (work / "plan.json").write_text(json.dumps(plan))
+    torch.save({"ex4": fresh.ex4_inputs, "train": fresh.train}, work / "inputs.pt")
+
+
+def run_replay(cells: list, fresh: FreshInputs, settings: JudgeSettings, *, names_txt: Path,
+               launcher: Launcher = launch_plain) -> ReplayOutput:
+    """The notebook as submitted first; then, one request at a time and in run_order(), only
+    the runs that can change a grade (a gradient that failed as submitted is judged on its own
+    rule; exercise 3 always). Each run's result is read before the next run starts."""
+    work = Path(tempfile.mkdtemp(prefix="replay-", dir=exchange_root()))
+    try:
+        os.chmod(work, 0o755)
+        write_plan(work, cells, fresh, settings, names_txt)
+        expected = results.expected_shapes(fresh)
+        server = server_for(warm_prefix(cells), launcher)
+        t0 = time.perf_counter()
+        runs: dict[str, RunResult] = {}
+        timeout, todo = settings.run_timeout, [AS_SUBMITTED]
+        while todo:
+            run = todo.pop(0)
+            if time.perf_counter() - t0 > settings.total_timeout:
+                runs[run] = RunResult(f"not run: the submission's {settings.total_timeout:g} s were used up")
+                continue
+            inject: dict = with_correct_inputs(run, fresh.grads)
+            torch.save(inject, work / "inject.pt")
+            status, frame = server.replay(work, run=run, names_txt=names_txt, timeout=timeout)
+            runs[run] = results.parse_frame(frame, status, expected)
+            if status.startswith("timed out"):
+                timeout = min(timeout, 5.0)  # a looping answer loops in every run: cap the rest
+            if run == AS_SUBMITTED:
+                todo = _runs_that_matter(runs[run], fresh)
+        (work / "inject.pt").unlink(missing_ok=True)
+        runs.update({name: RunResult("skipped") for name in run_order() if name not in runs})
+        problems = [f"run {k}: {r.status}" for k, r in runs.items() if r.status not in ("ok", "skipped")]
+        return ReplayOutput(runs, time.perf_counter() - t0, "; ".join(problems) or None)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _runs_that_matter(as_submitted: RunResult, fresh: FreshInputs) -> list[str]:
+    """Exercise 3's run, and the own-rule run of every exercise-1 gradient that failed."""
+    failed = {g.name for g in EX1 if not compare_gradient(
+        g, as_submitted.value(f"{results.EX1_CELL}/{g.name}"), fresh.grads[g.target]).ok}
+    return [r for r in run_order()[1:] if r == "ex3" or r.partition(":")[2] in failed]
+

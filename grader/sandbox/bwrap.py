@@ -1,0 +1,160 @@
+"""Running a submission's code: inside bubblewrap where the machine has it, under resource
+limits always. Used for the autograde kernel (kernel.py) and for the replay server
+(grader/replay/client.py).
+
+Inside: the system, the Python installation and, of the kit, only what runs with the
+student's code (VISIBLE_INSIDE: grader/sandboxed/ and the exercise's public definition in
+grader/exercise/; never the judge or the reference answers), all read-only; one
+writable folder (a scratch copy of the submission's, or the replay's exchange folder); a
+private /tmp; no network; its own process tree; a user with no rights outside (when the
+grader runs as root). Nothing else of the machine: not source/, not the gradebook, not
+the other submissions, not the TA's home.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+from ..settings import env
+from . import users
+
+PACKAGE = Path(__file__).resolve().parents[1]
+# The kit's files the sandbox sees: the untrusted side, the public definition of the exercise
+# it imports, and the hidden tests' entry point. A unit test checks they import nothing else.
+VISIBLE_INSIDE = ("__init__.py", "incell.py", "exercise", "sandboxed")
+
+SANDBOX_UID = 65534  # nobody; each sandbox gets a uid of its own instead (with_own_user)
+WARNING = ("WARNING: bubblewrap (bwrap) is not available: submissions run WITHOUT a sandbox, "
+           "under resource limits only. They can read and write what the grader can. "
+           "Install bubblewrap (Debian: apt-get install bubblewrap).")
+
+
+def _limit(name: str):
+    """A limit's default is its environment variable's (grader/settings.py's ENVIRONMENT)."""
+    return field(default_factory=lambda: env(f"BACKPROP_NINJA_{name.upper()}"))
+
+
+@dataclass
+class Limits:
+    """Of each sandboxed process; every field is BACKPROP_NINJA_<FIELD> (grader/settings.py)."""
+    memory_mb: int = _limit("memory_mb")
+    processes: int = _limit("processes")
+    file_mb: int = _limit("file_mb")
+    cpu_seconds: int = _limit("cpu_seconds")
+    open_files: int = _limit("open_files")
+    disk_mb: int = _limit("disk_mb")
+    tmp_mb: int = _limit("tmp_mb")
+
+    def apply(self) -> None:
+        """In the child, before exec: the limits pass on to everything it starts."""
+        mb = 1024 * 1024
+        for which, value in ((resource.RLIMIT_AS, self.memory_mb * mb), (resource.RLIMIT_FSIZE, self.file_mb * mb),
+                             (resource.RLIMIT_CPU, self.cpu_seconds), (resource.RLIMIT_NOFILE, self.open_files),
+                             (resource.RLIMIT_NPROC, self.processes), (resource.RLIMIT_CORE, 0)):
+            resource.setrlimit(which, (value, value))
+
+
+@lru_cache(maxsize=1)
+def bwrap_works() -> bool:
+    """bwrap is installed and can make its namespaces here (containers may forbid it)."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return False
+    probe = subprocess.run([exe, *_base_args(), "--", sys.executable, "-I", "-c", "pass"],
+                           capture_output=True, timeout=60)
+    return probe.returncode == 0
+
+
+def _base_args(tmp_mb: int = 256) -> list[str]:
+    # No user namespace: bwrap runs as the grader, and setpriv then drops to a real, powerless uid.
+    args = ["--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+            "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/usr", "/usr"]
+    for top in ("bin", "lib", "lib32", "lib64", "sbin"):
+        p = Path("/") / top
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), str(p)]
+        elif p.is_dir():
+            args += ["--ro-bind", str(p), str(p)]
+    args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+    readable = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
+    readable |= {PACKAGE / name for name in VISIBLE_INSIDE}
+    for path in sorted(readable):
+        args += _parents(path) + ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def _parents(path: Path) -> list[str]:
+    """bwrap makes mount points' parents 0700; the sandbox user needs to pass through them."""
+    out = []
+    for parent in reversed(path.parents[:-1]):
+        out += ["--perms", "0755", "--dir", str(parent)]
+    return out
+
+
+@dataclass
+class Sandbox:
+    limits: Limits = field(default_factory=Limits)
+    uid: int = SANDBOX_UID
+
+    @property
+    def isolated(self) -> bool:
+        return bwrap_works()
+
+    def command(self, argv: list[str], *, writable: dict[str, str], cwd: str, readonly: dict[str, str] | None = None,
+                env: dict[str, str] | None = None, scratch: str | None = None) -> list[str]:
+        """`argv` as it runs inside; `writable` and `readonly` map folders outside to where they
+        appear inside; `scratch`, a folder inside that is a fresh tmpfs of the disk limit
+        (less /tmp's share): all that the submission can write then lives in memory, bounded."""
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
+               "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
+               # the notebook reads NBGRADER_EXECUTION to shorten training under the grader
+               **{k: v for k, v in os.environ.items() if k.startswith(("NBGRADER_", "BACKPROP_NINJA_"))},
+               **(env or {})}
+        if not self.isolated:
+            return argv
+        args = ["bwrap", *_base_args(self.limits.tmp_mb)]
+        for outside, inside in (readonly or {}).items():
+            args += _parents(Path(inside)) + ["--ro-bind", outside, inside]
+        for outside, inside in writable.items():
+            args += _parents(Path(inside)) + ["--bind", outside, inside]
+        if scratch:
+            size = max(1, self.limits.disk_mb - self.limits.tmp_mb) * 1024 * 1024
+            args += _parents(Path(scratch)) + ["--perms", "1777", "--size", str(size), "--tmpfs", scratch]
+        args += ["--chdir", cwd, "--clearenv"]
+        for k, v in env.items():
+            args += ["--setenv", k, v]
+        if os.geteuid() == 0:  # drop to a user that owns nothing outside
+            args += ["--", "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
+                     "--no-new-privs", "--"]
+        else:
+            args += ["--"]
+        return args + argv
+
+    def with_own_user(self) -> tuple["Sandbox", users.Lease | None]:
+        """This sandbox under a uid of its own (users.py), held by the lease."""
+        if os.geteuid() != 0 or not self.isolated:
+            return self, None
+        lease = users.claim()
+        return replace(self, uid=lease.uid), lease
+
+    def give(self, path: Path) -> None:
+        """Make a folder the sandbox user's, so it can write there."""
+        if os.geteuid() != 0 or not self.isolated:
+            return
+        for root, dirs, files in os.walk(path):
+            os.chown(root, self.uid, self.uid)
+            for name in files:
+                os.chown(os.path.join(root, name), self.uid, self.uid, follow_symlinks=False)
+
+
+
+def default_sandbox() -> Sandbox:
+    """Limits from the environment as it is now (nbgrader_config.py sets them)."""
+    return Sandbox(Limits())

@@ -1,0 +1,42 @@
+"""Calling the student's `manual_backward` (exercise 4): with the keywords it takes, and one
+wording for what can go wrong, in the kernel's checks and in the replay alike."""
+from __future__ import annotations
+
+import inspect
+
+from ..exercise import spec
+
+
+class BackwardFailed(Exception):
+    """The call gave no usable list of gradients; the message says why, for the student."""
+
+
+def accepted_arguments(fn, inputs: dict) -> dict:
+    """The keyword arguments `fn` takes, by name (all of them if it has **kwargs)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or a callable without a signature
+        return inputs
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return inputs
+    return {k: inputs[k] for k in params if k in inputs}
+
+
+def call_manual_backward(fn, inputs: dict) -> list:
+    """The gradients `fn` returns, in spec.PARAMETERS order, or BackwardFailed. Exceptions
+    the student's code raises pass through: the caller decides how far they may go."""
+    if not callable(fn):
+        raise BackwardFailed(f"{spec.EX4_FUNCTION} is not defined as a function")
+    out = fn(**accepted_arguments(fn, inputs))
+    if out is None:
+        raise BackwardFailed(f"{spec.EX4_FUNCTION} returned None: it needs "
+                             f"`return [d{', d'.join(spec.PARAMETERS)}]`")
+    out = list(out)
+    if len(out) != len(spec.PARAMETERS):
+        raise BackwardFailed(f"{spec.EX4_FUNCTION} returned {len(out)} values, expected "
+                             f"{len(spec.PARAMETERS)}: [d{', d'.join(spec.PARAMETERS)}]")
+    return out
+
+
+def raised(e: BaseException) -> str:
+    return f"{spec.EX4_FUNCTION} raised {type(e).__name__}: {e}"

@@ -1,0 +1,105 @@
+"""Every setting of the kit, defined once.
+
+- Grading choices are nbgrader traits, set in nbgrader_config.py. The judge's are the fields
+  of JudgeSettings; `c.ReplayGrades.<field>` sets each (grader/preprocessors/replay_grades.py
+  declares one trait per field, from this default and help).
+- Limits of the processes nbgrader starts (the sandboxed kernel, which traits do not reach)
+  are environment variables, listed in ENVIRONMENT with their defaults; nbgrader_config.py
+  sets them and every process the grader starts inherits them.
+- The untrusted side (grader/sandboxed/) reads none of these: the judge hands it the values
+  it needs in the replay plan.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from .exercise import spec
+
+# name -> (default, what it bounds)
+ENVIRONMENT: dict[str, tuple[int | float | str, str]] = {
+    "BACKPROP_NINJA_MEMORY_MB": (6144, "address space of each sandboxed process (torch maps ~2 GB)"),
+    "BACKPROP_NINJA_PROCESSES": (256, "processes of one sandbox user: a fork bomb stops here"),
+    "BACKPROP_NINJA_FILE_MB": (64, "the largest file a submission can write"),
+    "BACKPROP_NINJA_CPU_SECONDS": (1200, "CPU time of each sandboxed process"),
+    "BACKPROP_NINJA_OPEN_FILES": (512, "open files of each sandboxed process"),
+    "BACKPROP_NINJA_DISK_MB": (1024, "all a submission writes: its kernel's folder and /tmp, both tmpfs"),
+    "BACKPROP_NINJA_TMP_MB": (256, "of which the kernel's /tmp"),
+    "BACKPROP_NINJA_RUN_TMP_MB": (256, "private /tmp and /dev/shm of each replay run"),
+    "BACKPROP_NINJA_STATEMENT_SECONDS": (10.0, "one statement of the student's in the replay"),
+    "BACKPROP_NINJA_FIRST_UID": (61000, "first uid of the sandbox users' pool"),
+    "BACKPROP_NINJA_UID_COUNT": (1000, "size of that pool"),
+    "NAMES_TXT": ("", "a names.txt to use instead of downloading it (grader/exercise/data.py)"),
+}
+
+
+def env(name: str):
+    """The variable's value, of its default's type; the default when unset or empty."""
+    default = ENVIRONMENT[name][0]
+    return type(default)(os.environ.get(name) or default)
+
+
+# ------------------------------------------------------------ the judge's
+def _setting(default, help: str):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class JudgeSettings:
+    seed: int     # per student: seed_for(student, salt)
+    batch_size: int = _setting(spec.BATCH_SIZE, "Batch size of the replay (the lecture's 32 by default).")
+    run_timeout: float = _setting(30.0, "Seconds for one run of the student's cells in the replay.")
+    total_timeout: float = _setting(600.0, "Seconds for the whole replay of one submission.")
+    train_steps: int = _setting(100, "Steps of the replay's exercise-4 training run.")
+    carried_credit: float = _setting(1.0, "Share of a gradient's points when its rule is right but an "
+                                     "upstream gradient it received was wrong (1 = full credit).")
+    judge_seconds: float = _setting(60.0, "Seconds for the judge's own verdicts on one submission; past "
+                                    "them the submission's verdicts are 0 with a note.")
+    statement_seconds: float = field(default_factory=lambda: env("BACKPROP_NINJA_STATEMENT_SECONDS"))
+    run_tmp_mb: int = field(default_factory=lambda: env("BACKPROP_NINJA_RUN_TMP_MB"))
+
+    @property
+    def train_seed(self) -> int:
+        """The batches of exercise 4's training run, the replay's and the reference's alike."""
+        return self.seed + 3
+
+
+def trait_settings() -> list:
+    """The JudgeSettings fields that are nbgrader traits (those with a help text)."""
+    return [f for f in fields(JudgeSettings) if "help" in f.metadata]
+
+
+def seed_for(student: str, salt: str) -> int:
+    """Fresh inputs per student, the same on every re-run (grading is idempotent)."""
+    return int.from_bytes(hashlib.sha256(f"{salt}:{student}".encode()).digest()[:4], "big") + 1
+
+
+# ------------------------------------------------------------ where records go
+REPORT_DIR = "reports"   # c.ReplayGrades.report_dir's default, relative to the course root
+
+
+def report_dir(course: Path) -> Path:
+    """c.ReplayGrades.report_dir as the course sets it, under the course root: from the running
+    nbgrader's configuration, or else from the course's nbgrader_config.py (which every
+    nbgrader command loads too)."""
+    from traitlets.config import Application
+
+    if Application.initialized():
+        config = Application.instance().config
+    elif (course / "nbgrader_config.py").is_file():
+        config = _course_config(course.resolve())
+    else:
+        config = {}
+    return course / (config.get("ReplayGrades", {}).get("report_dir") or REPORT_DIR)
+
+
+_configs: dict[Path, object] = {}
+
+
+def _course_config(course: Path):
+    from traitlets.config.loader import PyFileConfigLoader
+    if course not in _configs:
+        _configs[course] = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
+    return _configs[course]
