@@ -10,7 +10,7 @@ export NAMES_TXT
 ASSIGNMENT := backprop_ninja
 DATA := source/$(ASSIGNMENT)/names.txt
 
-.PHONY: demo test venv data release samples autograde feedback export report suspicious bench clean-run
+.PHONY: demo test unit lint venv data release samples autograde feedback export report suspicious bench clean-run
 
 demo: release samples autograde feedback export report
 
@@ -56,6 +56,15 @@ bench: data
 
 test: data
 	$(PY) -m pytest -q
+
+# Unit tests only: in-process, seconds.
+unit: venv
+	$(PY) -m pytest -q tests/unit
+
+# ruff, configured in pyproject.toml: errors, unused code, import order, complexity, and the format.
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # Forget every run-time state (submissions, grades, feedback); keeps the release.
 clean-run:

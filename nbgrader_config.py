@@ -1,4 +1,5 @@
 """nbgrader configuration for the Backprop Ninja course. Run nbgrader from this folder."""
+
 import os
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
@@ -19,6 +20,7 @@ c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")
 # Files a browser would run (HTML, SVG, ...) are not copied either: the formgrader serves a
 # submission's files from the TA's own origin (grader/course/intake.py).
 from grader.course.intake import ACTIVE_FILE_PATTERNS  # noqa: E402
+
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"] + ACTIVE_FILE_PATTERNS
 
 # Exercise 4 trains for 200 steps under grading (under a second); 120 s per cell is ample.
@@ -27,24 +29,44 @@ c.Execute.timeout = 120
 # Grades are decided by a replay of each submission on fresh inputs, outside the student's
 # kernel (grader/verdicts/judge.py); the in-kernel run only provides the outputs students see.
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,  # noqa: E402
-                                    DeduplicateIds, IgnorePattern, LimitOutput, OverwriteCells,
-                                    OverwriteKernelspec, SaveAutoGrades)
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    IgnorePattern,
+    LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
+    SaveAutoGrades,
+)
+
 from grader import sandbox  # noqa: E402
-from grader.preprocessors import (LimitedExecute, NeutraliseOutputs, RebuildFromSource,  # noqa: E402
-                                  ReplayGrades)
+from grader.preprocessors import LimitedExecute, NeutraliseOutputs, RebuildFromSource, ReplayGrades  # noqa: E402
 
 # Deleted, duplicated, moved or retyped cells: the notebook that runs is the instructor's
 # with the student's answers and own cells put in place (grader/preprocessors/).
 c.Autograde.sanitize_preprocessors = [
-    ClearOutput, DeduplicateIds, RebuildFromSource, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    RebuildFromSource,
+    OverwriteKernelspec,
+    OverwriteCells,
+    CheckCellMetadata,
 ]
 
 # NeutraliseOutputs, right after the kernel ran: whatever the student's code displayed is made
 # inert in the autograded notebook itself (no script runs in the formgrader or the feedback).
 c.Autograde.autograde_preprocessors = [
-    LimitedExecute, NeutraliseOutputs, ReplayGrades, IgnorePattern, ClearMetadataPreprocessor,
-    LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+    LimitedExecute,
+    NeutraliseOutputs,
+    ReplayGrades,
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
 ]
 
 # Student code runs in a sandbox (grader/sandbox/): the kernel through this kernel spec,
@@ -53,14 +75,15 @@ c.Autograde.autograde_preprocessors = [
 # (0700); LimitedExecute gives each kernel a socket folder inside it that only that
 # kernel's sandbox sees, so no submission can reach another kernel's channels.
 os.environ["JUPYTER_PATH"] = os.pathsep.join(
-    [os.path.join(os.path.dirname(sandbox.__file__), "jupyter"), os.environ.get("JUPYTER_PATH", "")])
+    [os.path.join(os.path.dirname(sandbox.__file__), "jupyter"), os.environ.get("JUPYTER_PATH", "")]
+)
 os.environ["JUPYTER_RUNTIME_DIR"] = sandbox.prepare_runtime_dir()
 c.KernelManager.transport = "ipc"
 c.KernelManager.ip = os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "kernel")  # replaced per kernel
 c.Execute.kernel_name = "backprop-ninja-sandbox"
-c.LimitedExecute.submission_timeout = 900   # seconds for all of one submission's cells
-c.LimitedExecute.max_output_bytes = 2_000_000          # per cell
-c.LimitedExecute.max_total_output_bytes = 20_000_000   # per submission, added cells included
+c.LimitedExecute.submission_timeout = 900  # seconds for all of one submission's cells
+c.LimitedExecute.max_output_bytes = 2_000_000  # per cell
+c.LimitedExecute.max_total_output_bytes = 20_000_000  # per submission, added cells included
 # Limits of every sandboxed process (kernel and replay); all of them: grader/settings.py.
 os.environ.setdefault("BACKPROP_NINJA_MEMORY_MB", "6144")
 os.environ.setdefault("BACKPROP_NINJA_PROCESSES", "256")
@@ -70,6 +93,7 @@ os.environ.setdefault("BACKPROP_NINJA_DISK_MB", "1024")  # all a submission writ
 # Before nbgrader copies a submission's folder: links, devices and other non-regular files
 # are replaced (nbgrader's copy would follow them, as root), with a note for the student.
 from grader.course.intake import before_autograde  # noqa: E402
+
 c.Autograde.pre_convert_hook = before_autograde
 c.ReplayGrades.seed_salt = "backprop-ninja-2026"
-c.ReplayGrades.carried_credit = 1.0   # full credit for a right rule that received a wrong input
+c.ReplayGrades.carried_credit = 1.0  # full credit for a right rule that received a wrong input

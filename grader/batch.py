@@ -1,5 +1,6 @@
 """Stable entry point: `python -m grader.batch` runs grader/course/batch.py (kept for the Makefile,
 the README and TAs' scripts)."""
+
 import sys
 
 from .course.batch import *  # noqa: F403

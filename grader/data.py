@@ -1,5 +1,6 @@
 """Stable entry point: `python -m grader.data` runs grader/exercise/data.py (kept for the Makefile,
 the README and TAs' scripts)."""
+
 import sys
 
 from .exercise.data import *  # noqa: F403

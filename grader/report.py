@@ -1,5 +1,6 @@
 """Stable entry point: `python -m grader.report` runs grader/course/report.py (kept for the Makefile,
 the README and TAs' scripts)."""
+
 import sys
 
 from .course.report import *  # noqa: F403

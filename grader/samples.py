@@ -1,5 +1,6 @@
 """Stable entry point: `python -m grader.samples` runs grader/course/samples.py (kept for the Makefile,
 the README and TAs' scripts)."""
+
 import sys
 
 from .course.samples import *  # noqa: F403

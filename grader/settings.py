@@ -9,6 +9,7 @@
 - The untrusted side (grader/sandboxed/) reads none of these: the judge hands it the values
   it needs in the replay plan.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,15 +49,21 @@ def _setting(default, help: str):
 
 @dataclass
 class JudgeSettings:
-    seed: int     # per student: seed_for(student, salt)
+    seed: int  # per student: seed_for(student, salt)
     batch_size: int = _setting(spec.BATCH_SIZE, "Batch size of the replay (the lecture's 32 by default).")
     run_timeout: float = _setting(30.0, "Seconds for one run of the student's cells in the replay.")
     total_timeout: float = _setting(600.0, "Seconds for the whole replay of one submission.")
     train_steps: int = _setting(100, "Steps of the replay's exercise-4 training run.")
-    carried_credit: float = _setting(1.0, "Share of a gradient's points when its rule is right but an "
-                                     "upstream gradient it received was wrong (1 = full credit).")
-    judge_seconds: float = _setting(60.0, "Seconds for the judge's own verdicts on one submission; past "
-                                    "them the submission's verdicts are 0 with a note.")
+    carried_credit: float = _setting(
+        1.0,
+        "Share of a gradient's points when its rule is right but an "
+        "upstream gradient it received was wrong (1 = full credit).",
+    )
+    judge_seconds: float = _setting(
+        60.0,
+        "Seconds for the judge's own verdicts on one submission; past "
+        "them the submission's verdicts are 0 with a note.",
+    )
     statement_seconds: float = field(default_factory=lambda: env("BACKPROP_NINJA_STATEMENT_SECONDS"))
     run_tmp_mb: int = field(default_factory=lambda: env("BACKPROP_NINJA_RUN_TMP_MB"))
 
@@ -77,7 +84,7 @@ def seed_for(student: str, salt: str) -> int:
 
 
 # ------------------------------------------------------------ where records go
-REPORT_DIR = "reports"   # c.ReplayGrades.report_dir's default, relative to the course root
+REPORT_DIR = "reports"  # c.ReplayGrades.report_dir's default, relative to the course root
 
 
 def report_dir(course: Path) -> Path:
@@ -100,6 +107,7 @@ _configs: dict[Path, object] = {}
 
 def _course_config(course: Path):
     from traitlets.config.loader import PyFileConfigLoader
+
     if course not in _configs:
         _configs[course] = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     return _configs[course]

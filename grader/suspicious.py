@@ -1,5 +1,6 @@
 """Stable entry point: `python -m grader.suspicious` runs grader/course/suspicious.py (kept for the Makefile,
 the README and TAs' scripts)."""
+
 import sys
 
 from .course.suspicious import *  # noqa: F403

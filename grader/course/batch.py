@@ -6,6 +6,7 @@
 3. `nbgrader autograde` itself (the grades are nbgrader's, with the kit's configuration).
 4. A summary: who was graded, who was not and why (also reports/batch.json).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,8 +27,15 @@ from .quote import for_log
 
 def run(course: Path, *, force: bool = False, nbgrader_args: list[str] = ()) -> dict:
     submitted = course / "submitted"
-    students = sorted(p.name for p in submitted.iterdir() if (p / spec.ASSIGNMENT).is_dir()
-                      or (p / spec.ASSIGNMENT).is_symlink()) if submitted.is_dir() else []
+    students = (
+        sorted(
+            p.name
+            for p in submitted.iterdir()
+            if (p / spec.ASSIGNMENT).is_dir() or (p / spec.ASSIGNMENT).is_symlink()
+        )
+        if submitted.is_dir()
+        else []
+    )
     release_nb = course / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
     summary: dict = {"students": {}}
     for student in students:
@@ -40,7 +48,11 @@ def run(course: Path, *, force: bool = False, nbgrader_args: list[str] = ()) -> 
         if done.is_dir() and not (done / f"{spec.NOTEBOOK}.ipynb").exists():
             shutil.rmtree(done)  # interrupted half-way: grade it again
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    cmd = [str(Path(sys.executable).parent / "nbgrader"), "autograde", spec.ASSIGNMENT] + (["--force"] if force else []) + list(nbgrader_args)
+    cmd = (
+        [str(Path(sys.executable).parent / "nbgrader"), "autograde", spec.ASSIGNMENT]
+        + (["--force"] if force else [])
+        + list(nbgrader_args)
+    )
     reports = report_dir(course)
     reports.mkdir(parents=True, exist_ok=True)
     with open(reports / "autograde.log", "w") as log:
@@ -61,9 +73,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("course", nargs="?", default=".")
     ap.add_argument("--force", action="store_true", help="grade every submission again")
     args, extra = ap.parse_known_args(argv)  # anything else goes to nbgrader (--Execute.timeout=...)
-    summary = run(Path(args.course).resolve(), force=args.force, nbgrader_args=extra)
+    course = Path(args.course).resolve()
+    summary = run(course, force=args.force, nbgrader_args=extra)
+    log = report_dir(course) / "autograde.log"
     for student, info in summary["students"].items():
-        state = "graded" if info["graded"] else f"NOT GRADED (see {report_dir(course) / 'autograde.log'})"
+        state = "graded" if info["graded"] else f"NOT GRADED (see {log})"
         print(f"{for_log(student)}: {state}")
         for note in info["preflight"] + info.get("problems", []):
             print(f"  - {for_log(html.unescape(note), 500)}")

@@ -11,6 +11,7 @@ student's to write, so nothing in it can speak for the kit. The batch's prefligh
 its notes in reports/intake/<student>.json, bound to the notebook it wrote by a sha256; the
 hook, in the grading process itself, keeps them for RebuildFromSource.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,23 @@ from .quote import for_markdown
 
 # Files a browser would run if a TA opened them: the formgrader serves everything in a
 # submission's autograded folder from the TA's own origin. Not copied for grading.
-ACTIVE_SUFFIXES = ("html", "htm", "xhtml", "shtml", "mht", "mhtml", "svg", "svgz", "xml", "xsl", "xslt",
-                   "js", "mjs", "pdf", "swf")
+ACTIVE_SUFFIXES = (
+    "html",
+    "htm",
+    "xhtml",
+    "shtml",
+    "mht",
+    "mhtml",
+    "svg",
+    "svgz",
+    "xml",
+    "xsl",
+    "xslt",
+    "js",
+    "mjs",
+    "pdf",
+    "swf",
+)
 
 
 def _any_case(suffix: str) -> str:
@@ -36,7 +52,7 @@ def _any_case(suffix: str) -> str:
 
 # for c.CourseDirectory.ignore (fnmatch is case-sensitive; browsers go by the suffix in any case)
 ACTIVE_FILE_PATTERNS = [_any_case(s) for s in ACTIVE_SUFFIXES]
-_notes: dict[str, list[str]] = {}   # student -> the kit's notes for this grading process
+_notes: dict[str, list[str]] = {}  # student -> the kit's notes for this grading process
 
 
 def _what(st: os.stat_result) -> str | None:
@@ -58,23 +74,29 @@ def replace_non_regular(folder: Path, release_nb: Path) -> list[str]:
         link.unlink()
         folder.mkdir(parents=True)
         shutil.copyfile(release_nb, folder / release_nb.name)
-        return [f"the submission folder was a link: it was not followed, and the empty assignment "
-                f"was graded in its place"]
+        return [
+            "the submission folder was a link: it was not followed, and the empty assignment "
+            "was graded in its place"
+        ]
     for root, dirs, files in os.walk(folder, followlinks=False):
         for name in dirs + files:
             path = Path(root) / name
             what = _what(path.lstat())
             if what is None:
                 if name.lower().rpartition(".")[2] in ACTIVE_SUFFIXES and name in files:
-                    notes.append(f"{for_markdown(path.relative_to(folder).as_posix())} is not copied for "
-                                 "grading: a browser would run it")
+                    notes.append(
+                        f"{for_markdown(path.relative_to(folder).as_posix())} is not copied for "
+                        "grading: a browser would run it"
+                    )
                 continue
             path.unlink()
             rel = for_markdown(path.relative_to(folder).as_posix())
             if name.endswith(".ipynb"):
                 shutil.copyfile(release_nb, path)
-                notes.append(f"your notebook {rel} was {what}: it was not followed, and the empty "
-                             "assignment was graded in its place")
+                notes.append(
+                    f"your notebook {rel} was {what}: it was not followed, and the empty "
+                    "assignment was graded in its place"
+                )
             else:
                 notes.append(f"{rel} was {what}: it was removed, not followed")
     return notes

@@ -6,6 +6,7 @@ Here: a notebook under another name is graded under the expected one; old format
 stray bytes are converted; huge outputs are dropped (the grader re-runs the notebook);
 an unreadable file is kept beside as `<name>.unreadable` and graded as empty.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,9 @@ def _read(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
     notes = []
     size = path.stat().st_size
     if size > TOO_BIG_BYTES:
-        raise ValueError(f"the file is {size / 2**20:.0f} MB, over the {TOO_BIG_BYTES // 2**20} MB a notebook may have")
+        raise ValueError(
+            f"the file is {size / 2**20:.0f} MB, over the {TOO_BIG_BYTES // 2**20} MB a notebook may have"
+        )
     raw = path.read_bytes()
     if not raw.strip():
         raise ValueError("the file is empty")
@@ -56,7 +59,9 @@ def _read(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
             if cell.get("cell_type") == "code":
                 cell.outputs, cell.execution_count = [], None
             cell.pop("attachments", None)
-        notes.append(f"the notebook was {len(raw) / 2**20:.0f} MB: its outputs were dropped (they are re-made)")
+        notes.append(
+            f"the notebook was {len(raw) / 2**20:.0f} MB: its outputs were dropped (they are re-made)"
+        )
     nbformat.validator.normalize(nb)
     nbformat.validate(nb)
     return nb, notes
@@ -73,8 +78,10 @@ def check_submission(folder: Path, notebook: str, release_nb: Path) -> Preflight
             return result
         chosen = max(others, key=lambda p: p.stat().st_size)
         shutil.copy(chosen, path)
-        result.notes.append(f"your notebook {for_markdown(chosen.name)} was graded as {path.name}"
-                            + (f" ({len(others) - 1} other notebooks ignored)" if len(others) > 1 else ""))
+        result.notes.append(
+            f"your notebook {for_markdown(chosen.name)} was graded as {path.name}"
+            + (f" ({len(others) - 1} other notebooks ignored)" if len(others) > 1 else "")
+        )
     try:
         nb, notes = _read(path)
         result.notes += notes
@@ -82,8 +89,9 @@ def check_submission(folder: Path, notebook: str, release_nb: Path) -> Preflight
         path.replace(path.with_name(path.name + ".unreadable"))  # kept for the TA, not copied
         nb = nbformat.read(release_nb, as_version=4)
         reason = str(e) or type(e).__name__
-        result.notes.append(f"your notebook could not be read ({for_markdown(reason)}); it was graded as the "
-                            "empty assignment")
+        result.notes.append(
+            f"your notebook could not be read ({for_markdown(reason)}); it was graded as the empty assignment"
+        )
         result.unreadable = True
     if result.notes:  # the notes go to grader.intake, never into the notebook (the student's to write)
         original = path.with_name(path.name + ".original")

@@ -1,6 +1,7 @@
 """Quoting what a student wrote inside text the kit writes: a note in the notebook, a hint,
 a log line. Whatever the student put there (markup, script, terminal escape codes) must
 arrive as the characters they typed, never as something that acts."""
+
 from __future__ import annotations
 
 import html

@@ -1,4 +1,5 @@
 """The TA's table: per student, points per exercise and in total, read from the gradebook."""
+
 from __future__ import annotations
 
 import sys
@@ -42,10 +43,16 @@ def read_scores(db_url: str) -> list[StudentScores]:
 
 def table(rows: list[StudentScores]) -> str:
     exs = (1, 2, 3, 4)
-    head = ["student"] + [f"ex{e} /{spec.exercise_points(e):g}" for e in exs] + [f"total /{spec.total_points():g}"]
+    head = (
+        ["student"]
+        + [f"ex{e} /{spec.exercise_points(e):g}" for e in exs]
+        + [f"total /{spec.total_points():g}"]
+    )
     body = [[r.student] + [f"{r.exercise(e):g}" for e in exs] + [f"{r.total:g}"] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    fmt = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    fmt = lambda cells: "  ".join(
+        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+    )
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body])
 
 

@@ -2,6 +2,7 @@
 test corpus. A submission is the release notebook with each answer stub replaced by code
 derived from the instructor's reference solution by explicit, checked text edits.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,12 +28,13 @@ def reference_answers(source_nb: nbformat.NotebookNode) -> dict[str, str]:
             b = next(i for i, l in enumerate(lines) if l.strip() == _BEGIN)
             e = next(i for i, l in enumerate(lines) if l.strip() == _END)
             indent = len(lines[b]) - len(lines[b].lstrip())
-            answers[meta["grade_id"]] = "\n".join(l[indent:] for l in lines[b + 1:e])
+            answers[meta["grade_id"]] = "\n".join(l[indent:] for l in lines[b + 1 : e])
     return answers
 
 
-def fill(release_nb: nbformat.NotebookNode, answers: dict[str, str],
-         added: list[tuple[str, str]] = ()) -> nbformat.NotebookNode:
+def fill(
+    release_nb: nbformat.NotebookNode, answers: dict[str, str], added: list[tuple[str, str]] = ()
+) -> nbformat.NotebookNode:
     """The release notebook with the stub of each named answer cell replaced, and the
     student's own cells (after_grade_id, source) inserted."""
     nb = nbformat.from_dict(release_nb)
@@ -46,18 +48,19 @@ def fill(release_nb: nbformat.NotebookNode, answers: dict[str, str],
             if m is None:
                 raise ValueError(f"answer cell {gid} has no stub to replace")
             code = "\n".join(m["indent"] + l if l else l for l in answers[gid].split("\n"))
-            cell.source = cell.source[:m.start()] + code + cell.source[m.end():]
+            cell.source = cell.source[: m.start()] + code + cell.source[m.end() :]
     return nb
 
 
 @dataclass
 class Sample:
     """One student's submission: the reference answers with edits, or no answers at all."""
+
     student: str
     description: str
     edits: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
-    blank: bool = False            # submits the release unchanged
-    replace: dict[str, str] = field(default_factory=dict)        # whole answers of their own
+    blank: bool = False  # submits the release unchanged
+    replace: dict[str, str] = field(default_factory=dict)  # whole answers of their own
     added: list[tuple[str, str]] = field(default_factory=list)  # their own cells: (after grade id, code)
 
     def answers(self, reference: dict[str, str]) -> dict[str, str]:

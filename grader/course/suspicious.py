@@ -4,6 +4,7 @@
 COURSE/reports/suspicious.json. Grades follow the replay either way: this is a list to
 look at, not a verdict.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,12 @@ def collect(course: Path) -> dict[str, dict]:
     for path in sorted((report_dir(course) / "replay").glob("*.json")):
         record = json.loads(path.read_text())
         if record.get("suspicious"):
-            out[record["student"]] = {"score": record["score"], "max_score": record["max_score"],
-                                      "reasons": record["suspicious"], "findings": record.get("findings", [])}
+            out[record["student"]] = {
+                "score": record["score"],
+                "max_score": record["max_score"],
+                "reasons": record["suspicious"],
+                "findings": record.get("findings", []),
+            }
     return out
 
 
@@ -34,7 +39,9 @@ def main(argv: list[str]) -> int:
         print("no suspicious submissions")
     for student, info in found.items():
         print(f"{for_log(student)}: {info['score']:g}/{info['max_score']:g} (grade follows the replay)")
-        for reason in info["reasons"][:8]:  # they quote the student's code: no escape codes reach the terminal
+        for reason in info["reasons"][
+            :8
+        ]:  # they quote the student's code: no escape codes reach the terminal
             print(f"  - {for_log(reason, 300)}")
         if len(info["reasons"]) > 8:
             print(f"  - ... {len(info['reasons']) - 8} more in {out}")

@@ -1,5 +1,6 @@
 """Notebook cells as the grader reads them: the source as Python (IPython magics and shell
 escapes are not part of an answer), and the nbgrader metadata."""
+
 from __future__ import annotations
 
 import re

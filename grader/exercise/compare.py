@@ -3,6 +3,7 @@
 Pure functions on values, so the same code judges in the student's kernel today and in
 a separate process on fresh inputs later.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,6 +27,7 @@ MISSING = _Missing()
 
 class Foreign:
     """Stands for a value that is not a tensor, known only by its type's name."""
+
     def __init__(self, type_name: str):
         self.type_name = type_name
 
@@ -34,11 +36,11 @@ class Foreign:
 class Comparison:
     name: str
     ok: bool
-    problem: str | None = None       # missing/none/not_tensor/unusable/shape/nonfinite/mismatch
+    problem: str | None = None  # missing/none/not_tensor/unusable/shape/nonfinite/mismatch
     exact: bool = False
     approx: bool = False
     maxdiff: float | None = None
-    shape: tuple | None = None       # the student's
+    shape: tuple | None = None  # the student's
     expected_shape: tuple | None = None
     notes: tuple[str, ...] = ()
 
@@ -46,8 +48,10 @@ class Comparison:
         """One line in the style of the lecture's cmp()."""
         head = f"{self.name:15s} | "
         if self.problem in (None, "mismatch"):
-            text = (f"exact: {str(self.exact):5s} | approximate: {str(self.approx):5s} | "
-                    f"maxdiff: {self.maxdiff:.3g} | shape {_fmt(self.shape)}")
+            text = (
+                f"exact: {str(self.exact):5s} | approximate: {str(self.approx):5s} | "
+                f"maxdiff: {self.maxdiff:.3g} | shape {_fmt(self.shape)}"
+            )
         else:
             text = self.message()
         if self.notes:
@@ -96,8 +100,13 @@ def compare(name: str, value, reference: torch.Tensor, *, zero_ok_reason: str | 
     if not isinstance(value, torch.Tensor):
         # a tensor the judge refused to compute with (grader/results.py) says so itself
         problem = "unusable" if hasattr(value, "message") else "not_tensor"
-        return Comparison(name, False, problem, expected_shape=exp,
-                          notes=(f"got {getattr(value, 'type_name', type(value).__name__)}",))
+        return Comparison(
+            name,
+            False,
+            problem,
+            expected_shape=exp,
+            notes=(f"got {getattr(value, 'type_name', type(value).__name__)}",),
+        )
     shape = tuple(value.shape)
     fitted = as_reference_shape(value, reference.shape)
     if fitted is None:
@@ -106,7 +115,9 @@ def compare(name: str, value, reference: torch.Tensor, *, zero_ok_reason: str | 
     if shape != exp:
         notes.append(f"shape {_fmt(shape)} accepted for {_fmt(exp)}: only size-1 dims differ")
     if fitted.is_complex():
-        return Comparison(name, False, "not_tensor", shape=shape, expected_shape=exp, notes=("got a complex tensor",))
+        return Comparison(
+            name, False, "not_tensor", shape=shape, expected_shape=exp, notes=("got a complex tensor",)
+        )
     v = fitted.detach().to(torch.float64)
     if not bool(torch.isfinite(v).all()):
         return Comparison(name, False, "nonfinite", shape=shape, expected_shape=exp)
@@ -116,6 +127,14 @@ def compare(name: str, value, reference: torch.Tensor, *, zero_ok_reason: str | 
     approx = bool(torch.allclose(v, r, rtol=RTOL, atol=ATOL))
     if zero_ok_reason:
         notes.append(f"mathematically zero: {zero_ok_reason}; zeros are accepted")
-    return Comparison(name, approx, None if approx else "mismatch", exact=exact, approx=approx,
-                      maxdiff=maxdiff if math.isfinite(maxdiff) else float("inf"),
-                      shape=shape, expected_shape=exp, notes=tuple(notes))
+    return Comparison(
+        name,
+        approx,
+        None if approx else "mismatch",
+        exact=exact,
+        approx=approx,
+        maxdiff=maxdiff if math.isfinite(maxdiff) else float("inf"),
+        shape=shape,
+        expected_shape=exp,
+        notes=tuple(notes),
+    )

@@ -5,6 +5,7 @@ is visible inside the sandbox, and the step rules are the answers (grader/refere
 The notebook's locked cells spell out the same code for students; a test runs both and
 checks they agree.
 """
+
 from __future__ import annotations
 
 import random
@@ -13,8 +14,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .spec import (BATCH_SIZE, BLOCK_SIZE, BN_EPS, LEARNING_RATE, LECTURE_SEED, N_EMBD,  # noqa: F401
-                   N_HIDDEN, N_HIDDEN_TRAIN)
+from .spec import (  # noqa: F401
+    BATCH_SIZE,
+    BLOCK_SIZE,
+    BN_EPS,
+    LEARNING_RATE,
+    LECTURE_SEED,
+    N_EMBD,
+    N_HIDDEN,
+    N_HIDDEN_TRAIN,
+)
 
 
 # ---------------------------------------------------------------- data
@@ -58,14 +67,24 @@ def load_dataset(words: list[str], block_size: int = BLOCK_SIZE) -> Dataset:
     random.shuffle(words)
     random.setstate(state)
     n1, n2 = int(0.8 * len(words)), int(0.9 * len(words))
-    return Dataset(stoi, itos, *build_dataset(words[:n1], stoi, block_size),
-                   *build_dataset(words[n1:n2], stoi, block_size),
-                   *build_dataset(words[n2:], stoi, block_size))
+    return Dataset(
+        stoi,
+        itos,
+        *build_dataset(words[:n1], stoi, block_size),
+        *build_dataset(words[n1:n2], stoi, block_size),
+        *build_dataset(words[n2:], stoi, block_size),
+    )
 
 
 # ---------------------------------------------------------------- parameters
-def init_params(*, seed: int = LECTURE_SEED, vocab_size: int = 27, n_embd: int = N_EMBD,
-                n_hidden: int = N_HIDDEN, block_size: int = BLOCK_SIZE) -> tuple[dict, torch.Generator]:
+def init_params(
+    *,
+    seed: int = LECTURE_SEED,
+    vocab_size: int = 27,
+    n_embd: int = N_EMBD,
+    n_hidden: int = N_HIDDEN,
+    block_size: int = BLOCK_SIZE,
+) -> tuple[dict, torch.Generator]:
     """The lecture's non-standard init. The lecture drew bngain and bnbias from torch's
     global generator, which torch now seeds randomly at start-up; the notebook seeds it
     with `torch.manual_seed(seed)` first, which draws the same numbers as `gbn` here."""
@@ -73,7 +92,7 @@ def init_params(*, seed: int = LECTURE_SEED, vocab_size: int = 27, n_embd: int =
     fan_in = n_embd * block_size
     p = {}
     p["C"] = torch.randn((vocab_size, n_embd), generator=g)
-    p["W1"] = torch.randn((fan_in, n_hidden), generator=g) * (5 / 3) / (fan_in ** 0.5)
+    p["W1"] = torch.randn((fan_in, n_hidden), generator=g) * (5 / 3) / (fan_in**0.5)
     p["b1"] = torch.randn(n_hidden, generator=g) * 0.1
     p["W2"] = torch.randn((n_hidden, vocab_size), generator=g) * 0.1
     p["b2"] = torch.randn(vocab_size, generator=g) * 0.1
@@ -86,8 +105,6 @@ def init_params(*, seed: int = LECTURE_SEED, vocab_size: int = 27, n_embd: int =
 def draw_batch(X: torch.Tensor, Y: torch.Tensor, g: torch.Generator, batch_size: int = BATCH_SIZE):
     ix = torch.randint(0, X.shape[0], (batch_size,), generator=g)
     return X[ix], Y[ix]
-
-
 
 
 def cross_entropy_forward(params: dict, Xb: torch.Tensor, Yb: torch.Tensor, *, track: bool = False) -> dict:

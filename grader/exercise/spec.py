@@ -3,6 +3,7 @@
 Everything else (the notebook's test cells, the replay, the hints, the report, the
 tests) derives from this list, so a grade id or a point value changes here only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,8 +16,8 @@ LECTURE_SEED = 2147483647
 BLOCK_SIZE = 3
 BATCH_SIZE = 32
 N_EMBD = 10
-N_HIDDEN = 64          # exercises 1-3
-N_HIDDEN_TRAIN = 200   # exercise 4
+N_HIDDEN = 64  # exercises 1-3
+N_HIDDEN_TRAIN = 200  # exercise 4
 BN_EPS = 1e-5
 # The lecture's learning rate for the first 100,000 steps (the replay's short training run).
 LEARNING_RATE = 0.1
@@ -25,8 +26,8 @@ LEARNING_RATE = 0.1
 @dataclass(frozen=True)
 class Gradient:
     exercise: int
-    name: str      # the student's variable, e.g. "dlogprobs"
-    target: str    # the tensor it is the gradient of, e.g. "logprobs"
+    name: str  # the student's variable, e.g. "dlogprobs"
+    target: str  # the tensor it is the gradient of, e.g. "logprobs"
     points: float
 
     @property
@@ -36,10 +37,32 @@ class Gradient:
 
 # Exercise 1 in the lecture's backward order: each gradient needs only those before it.
 _EX1 = [
-    "logprobs", "probs", "counts_sum_inv", "counts_sum", "counts", "norm_logits",
-    "logit_maxes", "logits", "h", "W2", "b2", "hpreact", "bngain", "bnraw", "bnbias",
-    "bnvar_inv", "bnvar", "bndiff2", "bndiff", "bnmeani", "hprebn", "embcat", "W1",
-    "b1", "emb", "C",
+    "logprobs",
+    "probs",
+    "counts_sum_inv",
+    "counts_sum",
+    "counts",
+    "norm_logits",
+    "logit_maxes",
+    "logits",
+    "h",
+    "W2",
+    "b2",
+    "hpreact",
+    "bngain",
+    "bnraw",
+    "bnbias",
+    "bnvar_inv",
+    "bnvar",
+    "bndiff2",
+    "bndiff",
+    "bnmeani",
+    "hprebn",
+    "embcat",
+    "W1",
+    "b1",
+    "emb",
+    "C",
 ]
 # The lecture's `parameters`, in its order: exercise 4 returns their gradients in this order.
 PARAMETERS = ["C", "W1", "b1", "W2", "b2", "bngain", "bnbias"]
@@ -54,6 +77,7 @@ GRADIENTS: list[Gradient] = (
 @dataclass(frozen=True)
 class Check:
     """A graded cell that is not one gradient."""
+
     exercise: int
     name: str
     points: float
@@ -71,13 +95,31 @@ BY_GRADE_ID: dict[str, Gradient | Check] = {g.grade_id: g for g in GRADED}
 ANSWER_CELLS = {ex: f"ex{ex}_solution" for ex in (1, 2, 3, 4)}
 
 # Gradients that are mathematically zero: autograd returns float noise, zeros are right too.
-ZERO_GRADIENTS = {"dlogit_maxes": "the max trick does not change the loss",
-                  "db1": "BatchNorm subtracts the batch mean, which cancels b1"}
+ZERO_GRADIENTS = {
+    "dlogit_maxes": "the max trick does not change the loss",
+    "db1": "BatchNorm subtracts the batch mean, which cancels b1",
+}
 
 # Exercise 4's backward is a function the locked training loop calls with these keywords.
 EX4_FUNCTION = "manual_backward"
-EX4_ARGUMENTS = ["Xb", "Yb", "emb", "embcat", "hprebn", "bnvar_inv", "bnraw", "h", "logits",
-                 "C", "W1", "b1", "W2", "b2", "bngain", "bnbias"]
+EX4_ARGUMENTS = [
+    "Xb",
+    "Yb",
+    "emb",
+    "embcat",
+    "hprebn",
+    "bnvar_inv",
+    "bnraw",
+    "h",
+    "logits",
+    "C",
+    "W1",
+    "b1",
+    "W2",
+    "b2",
+    "bngain",
+    "bnbias",
+]
 
 
 def exercise_points(exercise: int) -> float:
@@ -87,9 +129,19 @@ def exercise_points(exercise: int) -> float:
 def total_points() -> float:
     return sum(g.points for g in GRADED)
 
+
 # Locked cells the replay does not run: they call autograd, or only report (exercise 4's
 # training is replayed by the grader's own loop with the student's manual_backward).
-KERNEL_ONLY_CELLS = {"autograd", "ex1_check", "ex2_check", "ex3_check", "ex4_gradcheck",
-                     "ex4_train", "ex4_calibrate", "ex4_eval", "ex4_sample"}
+KERNEL_ONLY_CELLS = {
+    "autograd",
+    "ex1_check",
+    "ex2_check",
+    "ex3_check",
+    "ex4_gradcheck",
+    "ex4_train",
+    "ex4_calibrate",
+    "ex4_eval",
+    "ex4_sample",
+}
 # The locked cell that sets the batch size; the replay may change it (same shapes by default).
 BATCH_CELL = "batch"

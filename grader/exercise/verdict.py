@@ -1,5 +1,6 @@
 """A graded cell's verdict: its score and the lines the student reads. The student's kernel
 (grader/sandboxed/in_kernel.py) and the judge (grader/verdicts/) both speak it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,13 +18,15 @@ class Verdict:
     max_score: float
     lines: list[str] = field(default_factory=list)
     hint: str | None = None
-    carried: bool = False       # credited for a right rule that received a wrong input
+    carried: bool = False  # credited for a right rule that received a wrong input
     problem: str | None = None  # the comparison's: missing, shape, mismatch, ...
 
     def text(self) -> str:
         mark = "PASS" if self.score == self.max_score else "FAIL"
-        return "\n".join([f"{mark} {self.grade_id}: {self.score:g}/{self.max_score:g} points"]
-                         + [f"  {line}" for line in self.lines])
+        return "\n".join(
+            [f"{mark} {self.grade_id}: {self.score:g}/{self.max_score:g} points"]
+            + [f"  {line}" for line in self.lines]
+        )
 
 
 def gradient_verdict(gradient: spec.Gradient, value, reference: torch.Tensor) -> Verdict:
@@ -39,5 +42,6 @@ def from_comparison(gradient: spec.Gradient, cmp: Comparison) -> Verdict:
     lines = [cmp.line()]
     if not cmp.ok and cmp.problem != "mismatch":
         lines.append(cmp.message())
-    return Verdict(gradient.grade_id, gradient.points if cmp.ok else 0.0, gradient.points, lines,
-                   problem=cmp.problem)
+    return Verdict(
+        gradient.grade_id, gradient.points if cmp.ok else 0.0, gradient.points, lines, problem=cmp.problem
+    )

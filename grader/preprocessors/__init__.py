@@ -5,6 +5,7 @@
 - ReplayGrades: the judge's verdicts into the graded cells (where grades come from)
 - RebuildFromSource: the instructor's notebook with the student's answers put in place
 """
+
 from .limited_execute import LimitedExecute
 from .neutralise_outputs import NeutraliseOutputs
 from .rebuild_from_source import RebuildFromSource

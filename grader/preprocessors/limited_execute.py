@@ -4,6 +4,7 @@ or floods output costs that submission's remaining cells, with a clear message i
 never the batch or the grader's memory. Each kernel gets a socket folder of its own. The
 sandbox itself comes from the kernel spec (grader/sandbox/); the grades come from the
 replay (ReplayGrades) whatever happened here."""
+
 from __future__ import annotations
 
 import json
@@ -20,35 +21,54 @@ from ..sandbox import default_sandbox, make_kernel_dir
 
 
 def _error(ename: str, text: str):
-    return from_dict({"output_type": "error", "ename": ename, "evalue": text,
-                      "traceback": [f"{ename}: {text}"]})
+    return from_dict(
+        {"output_type": "error", "ename": ename, "evalue": text, "traceback": [f"{ename}: {text}"]}
+    )
 
 
 __all__ = ["LimitedExecute"]
 
 
 class LimitedExecute(Execute):
-    max_output_bytes = Integer(2_000_000, help="Output kept per cell; the rest is dropped as it "
-                               "arrives, so a flood cannot fill the grader's memory.").tag(config=True)
-    submission_timeout = Integer(900, help="Seconds for all the cells of one submission; cells "
-                                 "after that are not run.").tag(config=True)
+    max_output_bytes = Integer(
+        2_000_000,
+        help="Output kept per cell; the rest is dropped as it "
+        "arrives, so a flood cannot fill the grader's memory.",
+    ).tag(config=True)
+    submission_timeout = Integer(
+        900, help="Seconds for all the cells of one submission; cells after that are not run."
+    ).tag(config=True)
 
-    start_attempts = Integer(3, help="Kernel starts to try before the cells are marked not run "
-                             "(the replay grades regardless).").tag(config=True)
-    max_total_output_bytes = Integer(20_000_000, help="Output kept for the whole submission (added "
-                                     "cells included); past it, outputs are dropped with a note.").tag(config=True)
+    start_attempts = Integer(
+        3, help="Kernel starts to try before the cells are marked not run (the replay grades regardless)."
+    ).tag(config=True)
+    max_total_output_bytes = Integer(
+        20_000_000,
+        help="Output kept for the whole submission (added "
+        "cells included); past it, outputs are dropped with a note.",
+    ).tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
-        self._started, self._dead, self._sizes, self._total, self._noted = time.monotonic(), None, {}, 0, set()
+        self._started, self._dead, self._sizes, self._total, self._noted = (
+            time.monotonic(),
+            None,
+            {},
+            0,
+            set(),
+        )
         self._cell_timeout, self._cells_started = self.timeout, 0
         for attempt in range(1, self.start_attempts + 1):
             self._kernel_home = None
             try:
                 return super().preprocess(nb, resources, km)
-            except RuntimeError as e:  # jupyter_client: "Kernel didn't respond", "Kernel died before replying"
+            except (
+                RuntimeError
+            ) as e:  # jupyter_client: "Kernel didn't respond", "Kernel died before replying"
                 if "Kernel" not in str(e) or self._cells_started:
                     raise
-                self.log.warning("kernel did not start (attempt %d of %d): %s", attempt, self.start_attempts, e)
+                self.log.warning(
+                    "kernel did not start (attempt %d of %d): %s", attempt, self.start_attempts, e
+                )
             finally:
                 if self._kernel_home:  # its sockets and the scratch copy, whatever became of the kernel
                     shutil.rmtree(self._kernel_home, ignore_errors=True)
@@ -80,8 +100,12 @@ class LimitedExecute(Execute):
             return super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._dead = "the kernel died (an exit, a crash or the memory limit) in an earlier cell"
-            cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell "
-                                       "(an exit, a crash or the memory limit)"))
+            cell.outputs.append(
+                _error(
+                    "DeadKernelError",
+                    "the kernel died while running this cell (an exit, a crash or the memory limit)",
+                )
+            )
             return cell, resources
         finally:
             self.timeout = self._cell_timeout
@@ -93,19 +117,33 @@ class LimitedExecute(Execute):
         if used + size > self.max_output_bytes:
             return self._drop(outs, cell_index, f"output truncated: over {self.max_output_bytes} bytes")
         if self._total + size > self.max_total_output_bytes:  # only what is kept counts
-            return self._drop(outs, cell_index, "output dropped: the submission's outputs are over "
-                              f"{self.max_total_output_bytes} bytes in all")
+            return self._drop(
+                outs,
+                cell_index,
+                "output dropped: the submission's outputs are over "
+                f"{self.max_total_output_bytes} bytes in all",
+            )
         self._total += size
-        if msg.get("msg_type") == "error" and "No space left on device" in str(msg.get("content", {}).get("evalue")):
-            outs.append(from_dict({"output_type": "stream", "name": "stderr", "text": (
-                f"\n[the submission's disk space is used up: {default_sandbox().limits.disk_mb} MB for its "
-                "folder and /tmp together]\n")}))
+        if msg.get("msg_type") == "error" and "No space left on device" in str(
+            msg.get("content", {}).get("evalue")
+        ):
+            outs.append(
+                from_dict(
+                    {
+                        "output_type": "stream",
+                        "name": "stderr",
+                        "text": (
+                            "\n[the submission's disk space is used up: "
+                            f"{default_sandbox().limits.disk_mb} MB for its folder and /tmp together]\n"
+                        ),
+                    }
+                )
+            )
         return super().output(outs, msg, display_id, cell_index)
 
     def _drop(self, outs, cell_index: int, why: str):
         if cell_index not in self._noted:  # one note per cell, however much more it prints
             self._noted.add(cell_index)
             # stderr: a stream of its own, so it is neither merged into nor cut off with stdout
-            outs.append(from_dict({"output_type": "stream", "name": "stderr",
-                                   "text": f"\n[{why}]\n"}))
+            outs.append(from_dict({"output_type": "stream", "name": "stderr", "text": f"\n[{why}]\n"}))
         return None

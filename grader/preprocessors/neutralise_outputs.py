@@ -7,6 +7,7 @@ the page; the student's kernel decides all of it. So the notebook itself is clea
 after the kernel ran it, and no view has to be trusted: outputs keep text, valid PNG/JPEG
 and allowlisted HTML; the student's own markdown and raw cells become literal text.
 """
+
 from __future__ import annotations
 
 import base64
@@ -27,9 +28,43 @@ from ..exercise.cells import nbgrader_meta
 from .rebuild_from_source import NOTE_MARK
 
 # Tables and plain formatting: none of these can load or run anything.
-HTML_TAGS = ["table", "thead", "tbody", "tfoot", "tr", "th", "td", "caption", "p", "br", "hr",
-             "b", "i", "u", "em", "strong", "small", "sub", "sup", "code", "pre", "span", "div",
-             "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "a", "abbr"]
+HTML_TAGS = [
+    "table",
+    "thead",
+    "tbody",
+    "tfoot",
+    "tr",
+    "th",
+    "td",
+    "caption",
+    "p",
+    "br",
+    "hr",
+    "b",
+    "i",
+    "u",
+    "em",
+    "strong",
+    "small",
+    "sub",
+    "sup",
+    "code",
+    "pre",
+    "span",
+    "div",
+    "ul",
+    "ol",
+    "li",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "blockquote",
+    "a",
+    "abbr",
+]
 # No style (CSS can fetch and overlay), no class (it could borrow the page's own look).
 _CELL_ATTRS = {"colspan", "rowspan"}
 _IMAGE_MAGIC = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff"}
@@ -38,8 +73,13 @@ _WHITESPACE = re.compile(r"\s+")
 _BACKTICKS = re.compile(r"`+")
 # What IPython shows as text/plain for Markdown(), Latex(), Math(): the source says more.
 _PLACEHOLDER = re.compile(r"<[\w.]+ object( at 0x[0-9a-fA-F]+)?>")
-_KIND = {"text/html": "HTML", "application/javascript": "JavaScript", "image/svg+xml": "SVG",
-         "image/png": "image", "image/jpeg": "image"}
+_KIND = {
+    "text/html": "HTML",
+    "application/javascript": "JavaScript",
+    "image/svg+xml": "SVG",
+    "image/png": "image",
+    "image/jpeg": "image",
+}
 
 
 def _allowed_attribute(tag: str, name: str, value: str) -> bool:
@@ -94,10 +134,16 @@ def _kind(mimetype: str) -> str:
 class NeutraliseOutputs(NbGraderPreprocessor):
     """Autograde step: right after the kernel ran the notebook (SandboxedExecute)."""
 
-    html_tags = List(Unicode(), HTML_TAGS, help="HTML tags kept in text/html outputs (their "
-                     "attributes are fixed: cell spans, http(s) links, titles).").tag(config=True)
-    note = Unicode("[{kinds} output removed by the autograder]", help="The text/plain left where "
-                   "active or unknown output was removed and no text remained.").tag(config=True)
+    html_tags = List(
+        Unicode(),
+        HTML_TAGS,
+        help="HTML tags kept in text/html outputs (their "
+        "attributes are fixed: cell spans, http(s) links, titles).",
+    ).tag(config=True)
+    note = Unicode(
+        "[{kinds} output removed by the autograder]",
+        help="The text/plain left where active or unknown output was removed and no text remained.",
+    ).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
         self._removed: dict[str, int] = {}
@@ -113,8 +159,11 @@ class NeutraliseOutputs(NbGraderPreprocessor):
                 nb.cells[index] = self._literal(cell, instructor)
         if self._removed:
             student = resources.get("nbgrader", {}).get("student", "?")
-            self.log.warning("%s: removed from the notebook (active or unknown content): %s", for_log(student),
-                             ", ".join(f"{n} {what}" for what, n in sorted(self._removed.items())))
+            self.log.warning(
+                "%s: removed from the notebook (active or unknown content): %s",
+                for_log(student),
+                ", ".join(f"{n} {what}" for what, n in sorted(self._removed.items())),
+            )
         return nb, resources
 
     def _instructor_cells(self, resources: ResourcesDict) -> dict[str, tuple[str, str]]:
@@ -122,14 +171,21 @@ class NeutraliseOutputs(NbGraderPreprocessor):
         instructor's: a student can copy nbgrader metadata onto a cell, not the source."""
         info = resources.get("nbgrader", {})
         coursedir = CourseDirectory(config=self.config)
-        path = Path(coursedir.root) / coursedir.source_directory / str(info.get("assignment")) \
+        path = (
+            Path(coursedir.root)
+            / coursedir.source_directory
+            / str(info.get("assignment"))
             / f"{info.get('notebook')}.ipynb"
+        )
         if not info or not path.is_file():
             self.log.warning("no source notebook at %s: every markdown cell is shown as text", for_log(path))
             return {}
         source = nbformat.read(path, as_version=4)
-        return {nbgrader_meta(c)["grade_id"]: (c.cell_type, c.source) for c in source.cells
-                if nbgrader_meta(c).get("grade_id")}
+        return {
+            nbgrader_meta(c)["grade_id"]: (c.cell_type, c.source)
+            for c in source.cells
+            if nbgrader_meta(c).get("grade_id")
+        }
 
     @staticmethod
     def _is_instructors(cell: NotebookNode, instructor: dict[str, tuple[str, str]]) -> bool:
@@ -161,9 +217,14 @@ class NeutraliseOutputs(NbGraderPreprocessor):
             return from_dict({"output_type": "stream", "name": name, "text": _text(out.get("text"))})
         if kind == "error":
             traceback = out.get("traceback")
-            return from_dict({"output_type": "error", "ename": _text(out.get("ename")),
-                              "evalue": _text(out.get("evalue")),
-                              "traceback": [_text(t) for t in traceback] if isinstance(traceback, list) else []})
+            return from_dict(
+                {
+                    "output_type": "error",
+                    "ename": _text(out.get("ename")),
+                    "evalue": _text(out.get("evalue")),
+                    "traceback": [_text(t) for t in traceback] if isinstance(traceback, list) else [],
+                }
+            )
         if kind in ("display_data", "execute_result"):
             data = self._bundle(out.get("data"))
             if not data:
@@ -173,8 +234,13 @@ class NeutraliseOutputs(NbGraderPreprocessor):
                 new["execution_count"] = _count(out.get("execution_count"))
             return from_dict(new)
         self._drop("output of an unknown type")
-        return from_dict({"output_type": "display_data", "metadata": {},
-                          "data": {"text/plain": self.note.format(kinds="unknown")}})
+        return from_dict(
+            {
+                "output_type": "display_data",
+                "metadata": {},
+                "data": {"text/plain": self.note.format(kinds="unknown")},
+            }
+        )
 
     def _bundle(self, data) -> dict[str, str]:
         """The inert part of a mime bundle; a note where only active content was."""
@@ -201,6 +267,12 @@ class NeutraliseOutputs(NbGraderPreprocessor):
 
     def _html(self, html: str) -> str:
         """Allowlisted tags, escaped everything else; kept out of MathJax's reach too."""
-        clean = bleach.clean(html, tags=self.html_tags, attributes=_allowed_attribute,
-                             protocols=["http", "https"], strip=False, strip_comments=True)
+        clean = bleach.clean(
+            html,
+            tags=self.html_tags,
+            attributes=_allowed_attribute,
+            protocols=["http", "https"],
+            strip=False,
+            strip_comments=True,
+        )
         return f'<div class="tex2jax_ignore mathjax_ignore">{clean}</div>'

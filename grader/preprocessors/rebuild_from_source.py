@@ -6,6 +6,7 @@ runs is the instructor's, cell for cell, with the student's answer cells put in 
 places and every cell the student added kept after the cell it followed. What was changed
 is said in a note at the top, which the student sees in the feedback.
 """
+
 from __future__ import annotations
 
 import copy
@@ -19,20 +20,33 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
 
 from ..course.intake import notes_for
-from ..exercise.cells import nbgrader_meta
 from ..course.quote import for_log, for_markdown
+from ..exercise.cells import nbgrader_meta
 
 NOTE_MARK = "backprop_ninja_rebuild_note"
 
 
-def rebuild(student: NotebookNode, source: NotebookNode, *,
-            earlier: list[str] = ()) -> tuple[NotebookNode, list[str]]:
+def rebuild(
+    student: NotebookNode, source: NotebookNode, *, earlier: list[str] = ()
+) -> tuple[NotebookNode, list[str]]:
     """`earlier`: the kit's notes from before (grader.intake); the only other notes are the
     ones made here. A student's cell that looks like a note is just a cell of theirs."""
-    stubs = ClearSolutions().preprocess(copy.deepcopy(source), ResourcesDict())[0]
     known = {nbgrader_meta(c).get("grade_id"): c for c in source.cells if nbgrader_meta(c).get("grade_id")}
     answers = {gid for gid, c in known.items() if nbgrader_meta(c).get("solution")}
     notes: list[str] = []
+    taken, after, seen = _sort_cells(student, known, answers, notes)
+    missing_locked = [gid for gid in known if gid not in seen and gid not in answers]
+    if missing_locked:
+        notes.append(f"{len(missing_locked)} locked or test cells were missing or changed and were restored")
+    out = _assemble(source, answers, taken, after, notes)
+    if notes or earlier:
+        out.cells.insert(0, _note_cell(earlier, notes))
+    return out, notes
+
+
+def _sort_cells(student: NotebookNode, known: dict, answers: set, notes: list[str]):
+    """(the student's answer cell by grade id, their own cells by the known cell they follow,
+    the known cells present)."""
     taken: dict[str, NotebookNode] = {}
     after: dict[str | None, list[NotebookNode]] = {}
     seen: set[str] = set()
@@ -41,8 +55,10 @@ def rebuild(student: NotebookNode, source: NotebookNode, *,
         gid = nbgrader_meta(cell).get("grade_id")
         if gid in answers and gid not in taken:
             if cell.get("cell_type") != "code":
-                notes.append(f"your answer cell `{gid}` had been turned into a {for_markdown(cell.get('cell_type'))} "
-                             "cell: it was run as code")
+                notes.append(
+                    f"your answer cell `{gid}` had been turned into a {for_markdown(cell.get('cell_type'))} "
+                    "cell: it was run as code"
+                )
             taken[gid] = cell
             anchor = gid
         elif gid in known:
@@ -52,26 +68,35 @@ def rebuild(student: NotebookNode, source: NotebookNode, *,
             anchor = gid
         else:
             if gid:
-                notes.append(f"a cell with the unknown grade id {for_markdown(gid)} was kept as a cell of your own")
-            kept = nbformat.v4.new_code_cell(cell.get("source", "")) if cell.get("cell_type") == "code" \
+                notes.append(
+                    f"a cell with the unknown grade id {for_markdown(gid)} was kept as a cell of your own"
+                )
+            kept = (
+                nbformat.v4.new_code_cell(cell.get("source", ""))
+                if cell.get("cell_type") == "code"
                 else nbformat.v4.new_markdown_cell(cell.get("source", ""))
+            )
             after.setdefault(anchor, []).append(kept)
-    missing_locked = [gid for gid in known if gid not in seen and gid not in answers]
-    if missing_locked:
-        notes.append(f"{len(missing_locked)} locked or test cells were missing or changed and were restored")
+    return taken, after, seen
+
+
+def _assemble(source: NotebookNode, answers: set, taken: dict, after: dict, notes: list[str]) -> NotebookNode:
+    """The instructor's notebook, with the student's answers and own cells put in place."""
+    stubs = ClearSolutions().preprocess(copy.deepcopy(source), ResourcesDict())[0]
+    stub_by_gid = {nbgrader_meta(c).get("grade_id"): c for c in stubs.cells}
     out = nbformat.v4.new_notebook(metadata=copy.deepcopy(source.metadata))
     out.cells.extend(after.get(None, []))
-    stub_by_gid = {nbgrader_meta(c).get("grade_id"): c for c in stubs.cells}
     for cell in source.cells:
         gid = nbgrader_meta(cell).get("grade_id")
         if gid in answers:
             mine = taken.get(gid)
+            new = copy.deepcopy(stub_by_gid[gid])
             if mine is None:
-                notes.append(f"your answer cell `{gid}` was missing (deleted, or its grade id changed): "
-                             "the empty answer cell was put back; code of yours elsewhere still runs")
-                new = copy.deepcopy(stub_by_gid[gid])
+                notes.append(
+                    f"your answer cell `{gid}` was missing (deleted, or its grade id changed): "
+                    "the empty answer cell was put back; code of yours elsewhere still runs"
+                )
             else:
-                new = copy.deepcopy(stub_by_gid[gid])
                 new.source = mine.get("source", "")
             new.cell_type = "code"
             new.outputs, new.execution_count = [], None
@@ -81,9 +106,7 @@ def rebuild(student: NotebookNode, source: NotebookNode, *,
                 new.outputs, new.execution_count = [], None
         out.cells.append(new)
         out.cells.extend(after.get(gid, []))
-    if notes or earlier:
-        out.cells.insert(0, _note_cell(earlier, notes))
-    return out, notes
+    return out
 
 
 def _note_cell(earlier: list[str], notes: list[str]) -> NotebookNode:
@@ -92,8 +115,9 @@ def _note_cell(earlier: list[str], notes: list[str]) -> NotebookNode:
     if earlier:
         text += "\n\n" + "\n".join(f"- {n}" for n in earlier)
     if notes:
-        text += "\n\nYour notebook was rebuilt on the assignment before grading:\n\n" \
-                + "\n".join(f"- {n}" for n in notes)
+        text += "\n\nYour notebook was rebuilt on the assignment before grading:\n\n" + "\n".join(
+            f"- {n}" for n in notes
+        )
     note = nbformat.v4.new_markdown_cell(text)
     note.metadata[NOTE_MARK] = True
     return note
@@ -105,7 +129,12 @@ class RebuildFromSource(NbGraderPreprocessor):
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict):
         info = resources["nbgrader"]
         coursedir = CourseDirectory(config=self.config)
-        path = Path(coursedir.root) / coursedir.source_directory / info["assignment"] / f"{info['notebook']}.ipynb"
+        path = (
+            Path(coursedir.root)
+            / coursedir.source_directory
+            / info["assignment"]
+            / f"{info['notebook']}.ipynb"
+        )
         source = nbformat.read(path, as_version=4)
         earlier = notes_for(info["student"])
         rebuilt, notes = rebuild(nb, source, earlier=earlier)

@@ -5,6 +5,7 @@ verdict (grader/verdicts/judge.py), so the gradebook, the formgrader, the feedba
 Enable in nbgrader_config.py: it goes right after the Execute step in
 `c.Autograde.autograde_preprocessors`.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,14 +38,26 @@ def _judge_trait(name: str):
 
 
 class ReplayGrades(NbGraderPreprocessor):
-    enabled = Bool(True, help="Off: grades come from the in-kernel test cells alone (the "
-                   "benchmark's baseline; never for real grading).").tag(config=True)
-    seed_salt = Unicode("backprop-ninja", help="Mixed with the student id into the replay's seed. "
-                        "Change it per term so inputs cannot be predicted.").tag(config=True)
-    sandboxed = Bool(True, help="Run the replay in the sandbox (grader/sandbox/): bubblewrap "
-                     "where available, resource limits always.").tag(config=True)
-    report_dir = Unicode(REPORT_DIR, help="Where the per-student records go, relative to the course "
-                         "root (kept out of autograded/ so feedback does not copy them).").tag(config=True)
+    enabled = Bool(
+        True,
+        help="Off: grades come from the in-kernel test cells alone (the "
+        "benchmark's baseline; never for real grading).",
+    ).tag(config=True)
+    seed_salt = Unicode(
+        "backprop-ninja",
+        help="Mixed with the student id into the replay's seed. "
+        "Change it per term so inputs cannot be predicted.",
+    ).tag(config=True)
+    sandboxed = Bool(
+        True,
+        help="Run the replay in the sandbox (grader/sandbox/): bubblewrap "
+        "where available, resource limits always.",
+    ).tag(config=True)
+    report_dir = Unicode(
+        REPORT_DIR,
+        help="Where the per-student records go, relative to the course "
+        "root (kept out of autograded/ so feedback does not copy them).",
+    ).tag(config=True)
     batch_size = _judge_trait("batch_size")
     run_timeout = _judge_trait("run_timeout")
     total_timeout = _judge_trait("total_timeout")
@@ -53,7 +66,9 @@ class ReplayGrades(NbGraderPreprocessor):
     judge_seconds = _judge_trait("judge_seconds")
 
     def judge_settings(self, student: str) -> JudgeSettings:
-        return JudgeSettings(seed=seed_for(student, self.seed_salt), **{name: getattr(self, name) for name in _JUDGE})
+        return JudgeSettings(
+            seed=seed_for(student, self.seed_salt), **{name: getattr(self, name) for name in _JUDGE}
+        )
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
         if not self.enabled:
@@ -63,13 +78,24 @@ class ReplayGrades(NbGraderPreprocessor):
         coursedir = CourseDirectory(config=self.config)
         root = Path(coursedir.root)
         names_txt = root / coursedir.source_directory / assignment / "names.txt"
-        in_kernel = {nbgrader_meta(c)["grade_id"]: _kernel_score(c, self.log)
-                     for c in nb.cells if is_grade(c) and nbgrader_meta(c).get("grade_id") in spec.BY_GRADE_ID}
+        in_kernel = {
+            nbgrader_meta(c)["grade_id"]: _kernel_score(c, self.log)
+            for c in nb.cells
+            if is_grade(c) and nbgrader_meta(c).get("grade_id") in spec.BY_GRADE_ID
+        }
         sandbox = default_sandbox() if self.sandboxed else None
-        record = judge_submission(nb.cells, student=student, settings=self.judge_settings(student),
-                                  names_txt=names_txt, in_kernel=in_kernel, sandbox=sandbox)
+        record = judge_submission(
+            nb.cells,
+            student=student,
+            settings=self.judge_settings(student),
+            names_txt=names_txt,
+            in_kernel=in_kernel,
+            sandbox=sandbox,
+        )
         if sandbox is None or not sandbox.isolated:
-            record.problems.insert(0, WARNING if sandbox else "the replay ran without a sandbox (sandboxed=False)")
+            record.problems.insert(
+                0, WARNING if sandbox else "the replay ran without a sandbox (sandboxed=False)"
+            )
         for cell in nb.cells:
             gid = nbgrader_meta(cell).get("grade_id")
             if is_grade(cell) and gid in record.verdicts:
@@ -86,8 +112,13 @@ class ReplayGrades(NbGraderPreprocessor):
         out = root / self.report_dir / "replay"
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{record.student}.json").write_text(json.dumps(record.to_json(), indent=1))
-        self.log.info("%s: replay graded %g/%g in %.2f s", who, sum(v.score for v in record.verdicts.values()),
-                      sum(v.max_score for v in record.verdicts.values()), record.replay_seconds)
+        self.log.info(
+            "%s: replay graded %g/%g in %.2f s",
+            who,
+            sum(v.score for v in record.verdicts.values()),
+            sum(v.max_score for v in record.verdicts.values()),
+            record.replay_seconds,
+        )
 
 
 def _kernel_score(cell, log) -> float:
@@ -101,6 +132,14 @@ def _kernel_score(cell, log) -> float:
 
 def verdict_outputs(verdict: Verdict, execution_count=None) -> list:
     """The verdict as nbgrader reads a test cell: text on stdout, the score as the result."""
-    return [from_dict({"output_type": "stream", "name": "stdout", "text": verdict.text() + "\n"}),
-            from_dict({"output_type": "execute_result", "execution_count": execution_count, "metadata": {},
-                       "data": {"text/plain": repr(float(verdict.score))}})]
+    return [
+        from_dict({"output_type": "stream", "name": "stdout", "text": verdict.text() + "\n"}),
+        from_dict(
+            {
+                "output_type": "execute_result",
+                "execution_count": execution_count,
+                "metadata": {},
+                "data": {"text/plain": repr(float(verdict.score))},
+            }
+        ),
+    ]

@@ -5,6 +5,7 @@ gradients by autograd and, for the hints, by the step rules branch by branch; ex
 inputs and references; and the training run the kit's own backward makes from the same
 start, which the student's must come close to. Trusted side only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,17 +22,17 @@ EVAL_EXAMPLES = 4000
 
 @dataclass
 class FreshInputs:
-    values: dict[str, torch.Tensor]     # exercises 1-3: every forward value on the fresh batch
-    grads: dict[str, torch.Tensor]      # ... and the gradient of the loss w.r.t. each (autograd)
+    values: dict[str, torch.Tensor]  # exercises 1-3: every forward value on the fresh batch
+    grads: dict[str, torch.Tensor]  # ... and the gradient of the loss w.r.t. each (autograd)
     branches: dict[str, dict[str, torch.Tensor]]  # tensor -> consumer -> its share of the gradient
-    ex4_inputs: dict[str, torch.Tensor]     # manual_backward's arguments (spec.EX4_ARGUMENTS)
+    ex4_inputs: dict[str, torch.Tensor]  # manual_backward's arguments (spec.EX4_ARGUMENTS)
     ex4_reference: dict[str, torch.Tensor]  # parameter -> autograd's gradient
-    train: dict[str, torch.Tensor]      # the training run's start (spec.PARAMETERS), Xtr, Ytr
+    train: dict[str, torch.Tensor]  # the training run's start (spec.PARAMETERS), Xtr, Ytr
     eval_X: torch.Tensor
     eval_Y: torch.Tensor
     initial_eval_loss: float
-    reference_train_loss: float   # the same training run with the kit's backward
-    context_free_loss: float      # the best any net that ignores its input can reach on eval_Y
+    reference_train_loss: float  # the same training run with the kit's backward
+    context_free_loss: float  # the best any net that ignores its input can reach on eval_Y
 
 
 _datasets: dict[tuple, network.Dataset] = {}
@@ -72,8 +73,19 @@ def _fresh_inputs(ds: network.Dataset, settings: JudgeSettings) -> FreshInputs:
     train = dict(p5, Xtr=ds.Xtr, Ytr=ds.Ytr)
     trained = reference_training(train, settings)
     reached = float(network.cross_entropy_forward(trained, eval_X, eval_Y)["loss"])
-    return FreshInputs(values, grads, branches, ex4_inputs, ex4_reference, train, eval_X, eval_Y,
-                       initial, reached, context_free_loss(eval_Y))
+    return FreshInputs(
+        values,
+        grads,
+        branches,
+        ex4_inputs,
+        ex4_reference,
+        train,
+        eval_X,
+        eval_Y,
+        initial,
+        reached,
+        context_free_loss(eval_Y),
+    )
 
 
 def context_free_loss(labels: torch.Tensor) -> float:

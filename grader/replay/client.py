@@ -9,6 +9,7 @@ the pipe (an extra line, a wrong nonce, a header out of bounds, bytes before a r
 means the server can no longer be trusted: it is killed, restarted for the next
 submission, and the run counts as failed.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -25,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..sandboxed.record import MAX_FRAME_BYTES
 from ..sandbox import Sandbox
+from ..sandboxed.record import MAX_FRAME_BYTES
 
 Launcher = Callable[[list[str]], subprocess.Popen]
 # -I: nothing from the current folder, PYTHONPATH or the user's site-packages is imported
@@ -40,11 +41,20 @@ class ProtocolError(Exception):
 
 def launch_plain(cmd: list[str]) -> subprocess.Popen:
     """The replay server as a plain child process (tests of the judge's logic only)."""
-    env = {k: v for k, v in os.environ.items()
-           if k in ("PATH", "HOME", "LANG", "LC_ALL") or k.startswith("BACKPROP_NINJA_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k in ("PATH", "HOME", "LANG", "LC_ALL") or k.startswith("BACKPROP_NINJA_")
+    }
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
-    return subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        cmd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 _exchange: Path | None = None
@@ -66,9 +76,14 @@ def launch_sandboxed(cmd: list[str], sandbox: Sandbox) -> subprocess.Popen:
     Nothing it can write outlives it: the exchange folder is read-only inside."""
     root = str(exchange_root())
     sandbox, lease = sandbox.with_own_user()
-    proc = subprocess.Popen(sandbox.command(cmd, writable={}, readonly={root: root}, cwd=root),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=sandbox.limits.apply)
+    proc = subprocess.Popen(
+        sandbox.command(cmd, writable={}, readonly={root: root}, cwd=root),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=sandbox.limits.apply,
+    )
     proc.lease = lease  # the server's own user, for as long as the server lives
     return proc
 

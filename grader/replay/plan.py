@@ -1,6 +1,7 @@
 """The replay plan: which of the notebook's cells a replay runs, re-seeded for the student,
 and in which order the runs go. Trusted side; the plan travels to the runs as data
 (grader/sandboxed/record.py's ReplayPlan)."""
+
 from __future__ import annotations
 
 import ast
@@ -12,11 +13,12 @@ from ..sandboxed.record import PlanCell
 from ..settings import JudgeSettings
 
 EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
-AS_SUBMITTED = "main"   # the student's notebook as it is, on the fresh inputs
+AS_SUBMITTED = "main"  # the student's notebook as it is, on the fresh inputs
 
 
 class _Reseed(ast.NodeTransformer):
     """The locked cells, as the instructor wrote them, with the judge's seed and batch size."""
+
     def __init__(self, seed: int, batch_size: int | None):
         self.seed, self.batch_size = seed, batch_size
 
@@ -26,8 +28,12 @@ class _Reseed(ast.NodeTransformer):
         return node
 
     def visit_Assign(self, node):
-        if (self.batch_size and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == "batch_size"):
+        if (
+            self.batch_size
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == "batch_size"
+        ):
             node.value = ast.copy_location(ast.Constant(self.batch_size), node.value)
         return self.generic_visit(node)
 
@@ -83,8 +89,9 @@ def run_order() -> list[str]:
     gradient in backward order, exercise 3's (given dhpreact) before anything gets dhprebn."""
     names = [g.name for g in EX1 if steps.upstream(g.target)]
     cut = names.index("dhprebn") + 1
-    return ([AS_SUBMITTED] + [f"local:{x}" for x in names[:cut]] + ["ex3"]
-            + [f"local:{x}" for x in names[cut:]])
+    return (
+        [AS_SUBMITTED] + [f"local:{x}" for x in names[:cut]] + ["ex3"] + [f"local:{x}" for x in names[cut:]]
+    )
 
 
 def with_correct_inputs(run: str, grads: dict) -> dict:

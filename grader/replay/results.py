@@ -7,13 +7,10 @@ only then does torch unpickle it (plain tensors only), and each tensor must be a
 compact float32 tensor of a shape the judge expects for its key. A malformed frame costs its
 run only; a bad tensor costs its key only, with the reason in the verdict.
 """
+
 from __future__ import annotations
 
-import io
 import json
-import math
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 
 import torch
@@ -26,7 +23,7 @@ from .tensors import MAX_NAME, BadFrame, Expect, load_tensors
 EX1_CELL = spec.ANSWER_CELLS[1]
 
 MAX_META_BYTES = 2 * 1024 * 1024
-MAX_STR = 1000                       # the replay cuts its own messages at 300
+MAX_STR = 1000  # the replay cuts its own messages at 300
 MAX_NAMES, MAX_ERRORS, MAX_ALIASES, MAX_N_AT = 2000, 1000, 200, 16
 KINDS = ("missing", "none", "other", "tensor")
 
@@ -34,12 +31,19 @@ KINDS = ("missing", "none", "other", "tensor")
 def expected_shapes(fresh) -> dict[str, Expect]:
     """Every key a run may return, from the judge's own references (spec.py names them).
     `fresh`: grader/reference/inputs.py's FreshInputs."""
-    grads, values, ex4_reference, ex4_inputs, train = (fresh.grads, fresh.values, fresh.ex4_reference,
-                                                       fresh.ex4_inputs, fresh.train)
+    grads, values, ex4_reference, ex4_inputs, train = (
+        fresh.grads,
+        fresh.values,
+        fresh.ex4_reference,
+        fresh.ex4_inputs,
+        fresh.train,
+    )
     # A wrong-axis sum or a missing sum is no bigger than its forward pass's largest tensor
     # (db2 summed over the batch is (32,) for (27,)): room enough for every shape hint.
-    room = {ex: max(t.numel() for t in v.values() if isinstance(t, torch.Tensor))
-            for ex, v in ((1, values), (4, ex4_inputs))}
+    room = {
+        ex: max(t.numel() for t in v.values() if isinstance(t, torch.Tensor))
+        for ex, v in ((1, values), (4, ex4_inputs))
+    }
     out: dict[str, Expect] = {}
     for g in spec.GRADIENTS:
         ref = (ex4_reference if g.exercise == 4 else grads)[g.target]
@@ -48,14 +52,15 @@ def expected_shapes(fresh) -> dict[str, Expect]:
             out[f"ex4/{g.name}"] = expect
             continue
         out[f"{spec.ANSWER_CELLS[g.exercise]}/{g.name}"] = expect
-        out[g.name] = expect      # the per-gradient runs and exercise 3's run name it bare
-    for k in spec.PARAMETERS:   # the replay's own loop shapes them: exactly
+        out[g.name] = expect  # the per-gradient runs and exercise 3's run name it bare
+    for k in spec.PARAMETERS:  # the replay's own loop shapes them: exactly
         out[f"train/{k}"] = Expect(tuple(train[k].shape), True, train[k].numel())
     return out
 
 
 class Unusable(Foreign):
     """A tensor the replay returned that the judge will not compute with."""
+
     def __init__(self, name: str, reason: str):
         super().__init__(f"an unusable tensor: {reason}")
         self.message = f"the replay returned an unusable value for {name}: {reason}"
@@ -64,10 +69,11 @@ class Unusable(Foreign):
 @dataclass
 class RunResult:
     """One run as the judge sees it: its status, its validated record and tensors."""
+
     status: str
     meta: RunRecord = field(default_factory=dict)
     tensors: dict = field(default_factory=dict)
-    rejected: dict[str, str] = field(default_factory=dict)   # key -> why its tensor was refused
+    rejected: dict[str, str] = field(default_factory=dict)  # key -> why its tensor was refused
 
     def value(self, key: str):
         if key in self.rejected:
@@ -103,7 +109,7 @@ def split_frame(frame: bytes) -> tuple[bytes, bytes]:
     start = META_HEADER.size
     if n > MAX_META_BYTES or start + n > len(frame):
         raise BadFrame("the meta record's length is wrong")
-    return bytes(frame[start:start + n]), bytes(frame[start + n:])
+    return bytes(frame[start : start + n]), bytes(frame[start + n :])
 
 
 # ------------------------------------------------------------ the meta record
@@ -138,9 +144,12 @@ def _value_info(v, where: str) -> dict:
 def _error(v, where: str) -> dict:
     v = _dict(v, where)
     line = v.get("line")
-    return {"cell": _name(v.get("cell", ""), where), "error": _str(v.get("error", ""), where),
-            "line": _is(line, where, line is None or type(line) is int, "a line number"),
-            "assigns": _list(v.get("assigns", []), where, MAX_NAMES, _name)}
+    return {
+        "cell": _name(v.get("cell", ""), where),
+        "error": _str(v.get("error", ""), where),
+        "line": _is(line, where, line is None or type(line) is int, "a line number"),
+        "assigns": _list(v.get("assigns", []), where, MAX_NAMES, _name),
+    }
 
 
 def _pair(v, where: str) -> list[str]:
@@ -153,8 +162,10 @@ def _pair(v, where: str) -> list[str]:
 SCHEMA = {
     "names": lambda v, w: _list(v, w, MAX_NAMES, _name),
     "aliases": lambda v, w: _list(v, w, MAX_ALIASES, _pair),
-    "n_at": lambda v, w: {_name(k, w): (v[k] if type(v[k]) in (int, bool) else _str(v[k], w, 40))
-                          for k in list(_dict(v, w))[:MAX_N_AT]},
+    "n_at": lambda v, w: {
+        _name(k, w): (v[k] if type(v[k]) in (int, bool) else _str(v[k], w, 40))
+        for k in list(_dict(v, w))[:MAX_N_AT]
+    },
     "errors": lambda v, w: _list(v, w, MAX_ERRORS, _error),
     "ex4_error": lambda v, w: _str(v, w, optional=True),
     "train_error": lambda v, w: _str(v, w, optional=True),

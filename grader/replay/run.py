@@ -1,6 +1,7 @@
 """Running one submission's replay: write its plan and inputs to the exchange folder, send the
 runs to the warm server one at a time, and validate each result before the next run starts.
 Trusted side; the runs themselves happen in grader/sandboxed/."""
+
 from __future__ import annotations
 
 import json
@@ -36,15 +37,26 @@ def write_plan(work: Path, cells: list, fresh: FreshInputs, settings: JudgeSetti
     shutil.copy(names_txt, data_dir / "names.txt")
     os.chmod(data_dir / "names.txt", 0o444)  # the replay reads it; nobody may change it
     plan: ReplayPlan = {
-        "cells": cells, "first_answer": next((i for i, c in enumerate(cells) if c["kind"] == "answer"), len(cells)),
-        "data_dir": str(data_dir), "train_seed": settings.train_seed, "train_steps": settings.train_steps,
-        "statement_seconds": settings.statement_seconds, "run_tmp_mb": settings.run_tmp_mb}
+        "cells": cells,
+        "first_answer": next((i for i, c in enumerate(cells) if c["kind"] == "answer"), len(cells)),
+        "data_dir": str(data_dir),
+        "train_seed": settings.train_seed,
+        "train_steps": settings.train_steps,
+        "statement_seconds": settings.statement_seconds,
+        "run_tmp_mb": settings.run_tmp_mb,
+    }
     (work / "plan.json").write_text(json.dumps(plan))
     torch.save({"ex4": fresh.ex4_inputs, "train": fresh.train}, work / "inputs.pt")
 
 
-def run_replay(cells: list, fresh: FreshInputs, settings: JudgeSettings, *, names_txt: Path,
-               launcher: Launcher = launch_plain) -> ReplayOutput:
+def run_replay(
+    cells: list,
+    fresh: FreshInputs,
+    settings: JudgeSettings,
+    *,
+    names_txt: Path,
+    launcher: Launcher = launch_plain,
+) -> ReplayOutput:
     """The notebook as submitted first; then, one request at a time and in run_order(), only
     the runs that can change a grade (a gradient that failed as submitted is judged on its own
     rule; exercise 3 always). Each run's result is read before the next run starts."""
@@ -80,7 +92,11 @@ def run_replay(cells: list, fresh: FreshInputs, settings: JudgeSettings, *, name
 
 def _runs_that_matter(as_submitted: RunResult, fresh: FreshInputs) -> list[str]:
     """Exercise 3's run, and the own-rule run of every exercise-1 gradient that failed."""
-    failed = {g.name for g in EX1 if not compare_gradient(
-        g, as_submitted.value(f"{results.EX1_CELL}/{g.name}"), fresh.grads[g.target]).ok}
+    failed = {
+        g.name
+        for g in EX1
+        if not compare_gradient(
+            g, as_submitted.value(f"{results.EX1_CELL}/{g.name}"), fresh.grads[g.target]
+        ).ok
+    }
     return [r for r in run_order()[1:] if r == "ex3" or r.partition(":")[2] in failed]
-

@@ -2,6 +2,7 @@
 archive's entries (count, sizes, compression, inflation), then torch unpickles a skeleton onto
 the meta device, and each tensor must be a plain, compact float32 tensor of an expected shape.
 """
+
 from __future__ import annotations
 
 import io
@@ -14,9 +15,9 @@ import torch
 
 from ..sandboxed.record import MAX_FRAME_BYTES
 
-MAX_PICKLE_BYTES = 256 * 1024        # the archive's index of tensors: a few kB when honest
-MAX_ENTRY_BYTES = 8 * 1024 * 1024    # one tensor: a too-big one is refused by key, not by frame
-ARCHIVE_OVERHEAD = 8                 # torch.save's entries besides one per tensor
+MAX_PICKLE_BYTES = 256 * 1024  # the archive's index of tensors: a few kB when honest
+MAX_ENTRY_BYTES = 8 * 1024 * 1024  # one tensor: a too-big one is refused by key, not by frame
+ARCHIVE_OVERHEAD = 8  # torch.save's entries besides one per tensor
 MAX_NAME = 200
 MAX_NDIM = 4
 
@@ -28,9 +29,10 @@ class BadFrame(ValueError):
 @dataclass(frozen=True)
 class Expect:
     """What the judge accepts under one key."""
+
     shape: tuple[int, ...]
-    exact: bool       # trained parameters: exactly `shape`; gradients: also near misses hints explain
-    limit: int        # the most elements accepted
+    exact: bool  # trained parameters: exactly `shape`; gradients: also near misses hints explain
+    limit: int  # the most elements accepted
 
     def fits(self, shape: tuple[int, ...]) -> bool:
         if shape == self.shape:
@@ -55,9 +57,11 @@ def load_tensors(blob: bytes, expected: dict[str, Expect]) -> tuple[dict, dict]:
     tensors, rejected, owners = {}, {}, {}
     for key, t in obj.items():
         if not isinstance(key, str) or key not in expected:
-            continue              # nothing the judge reads
+            continue  # nothing the judge reads
         reason = tensor_problem(t, expected[key])
-        name = offsets.get(getattr(t.untyped_storage(), "_checkpoint_offset", None)) if reason is None else None
+        name = (
+            offsets.get(getattr(t.untyped_storage(), "_checkpoint_offset", None)) if reason is None else None
+        )
         if reason is None and (name not in records or len(records[name]) != 4 * t.numel()):
             reason = f"{describe(t)}, whose data {bad.get(name, 'is missing or of another size')}"
         elif reason is None and t.numel() and name in owners:
@@ -67,7 +71,9 @@ def load_tensors(blob: bytes, expected: dict[str, Expect]) -> tuple[dict, dict]:
             continue
         owners[name] = key
         data = bytearray(records[name])
-        tensors[key] = torch.frombuffer(data, dtype=torch.float32).reshape(t.shape) if data else torch.empty(t.shape)
+        tensors[key] = (
+            torch.frombuffer(data, dtype=torch.float32).reshape(t.shape) if data else torch.empty(t.shape)
+        )
     return tensors, rejected
 
 
@@ -76,13 +82,15 @@ def _entries(blob: bytes, most: int) -> tuple[dict[str, bytes], dict[str, str]]:
     # zipfile lists every entry before we can count them: each starts with this signature
     if blob.count(b"PK\x01\x02") > most:
         raise BadFrame(f"the tensor archive has more than {most} entries")
-    src = zipfile.ZipFile(io.BytesIO(blob))      # not a zip: parse_frame names the error
+    src = zipfile.ZipFile(io.BytesIO(blob))  # not a zip: parse_frame names the error
     records, bad, left = {}, {}, MAX_FRAME_BYTES
     for info in src.infolist():
         name = info.filename
         if len(name) > MAX_NAME or name in records or name in bad:
             raise BadFrame(f"the tensor archive's entry {name[:MAX_NAME]!r} is repeated or too long")
-        data = _read(src, info, MAX_PICKLE_BYTES if name.endswith("/data.pkl") else min(MAX_ENTRY_BYTES, left))
+        data = _read(
+            src, info, MAX_PICKLE_BYTES if name.endswith("/data.pkl") else min(MAX_ENTRY_BYTES, left)
+        )
         if isinstance(data, str):
             bad[name] = data
         else:
@@ -101,7 +109,7 @@ def _read(src: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> bytes | st
         return "is compressed in a way torch.save never writes"
     try:
         with src.open(info) as f:
-            data = f.read(limit + 1)      # the CRC is checked when the end is read
+            data = f.read(limit + 1)  # the CRC is checked when the end is read
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, ValueError) as e:
         return f"is unreadable ({type(e).__name__})"
     return data if len(data) <= limit else f"is over {limit} bytes"
@@ -114,10 +122,10 @@ def _skeleton(records: dict[str, bytes], bad: dict[str, str]) -> tuple[bytes, di
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
         for name in [*records, *bad]:
             if name.endswith("/.format_version"):
-                continue      # with it torch computes offsets for its own writer's layout
+                continue  # with it torch computes offsets for its own writer's layout
             start = out.tell()
             z.writestr(name, b"" if "/data/" in name or name in bad else records[name])
-            offsets[start + 30 + len(name.encode())] = name   # a local header: 30 bytes, the name
+            offsets[start + 30 + len(name.encode())] = name  # a local header: 30 bytes, the name
     return out.getvalue(), offsets
 
 
@@ -135,7 +143,8 @@ def tensor_problem(t, expect: Expect) -> str | None:
         return describe(t)
     # an expanded view or a slice of a bigger storage is small on disk and huge in use
     if not t.is_contiguous() or t.storage_offset() != 0 or t.untyped_storage().nbytes() != 4 * t.numel():
-        return f"{describe(t)}, not a compact tensor of its own ({t.untyped_storage().nbytes()} bytes of storage)"
+        size = t.untyped_storage().nbytes()
+        return f"{describe(t)}, not a compact tensor of its own ({size} bytes of storage)"
     if t.requires_grad or t.is_conj() or t.is_neg():
         return f"{describe(t)} with autograd or view flags"
     if not expect.fits(tuple(t.shape)):

@@ -1,4 +1,5 @@
 """`python -m grader.sandbox kernel -f CONNECTION_FILE` (the kernel spec) or `check`."""
+
 from __future__ import annotations
 
 import sys

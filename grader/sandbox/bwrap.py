@@ -10,6 +10,7 @@ private /tmp; no network; its own process tree; a user with no rights outside (w
 grader runs as root). Nothing else of the machine: not source/, not the gradebook, not
 the other submissions, not the TA's home.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,9 +31,11 @@ PACKAGE = Path(__file__).resolve().parents[1]
 VISIBLE_INSIDE = ("__init__.py", "incell.py", "exercise", "sandboxed")
 
 SANDBOX_UID = 65534  # nobody; each sandbox gets a uid of its own instead (with_own_user)
-WARNING = ("WARNING: bubblewrap (bwrap) is not available: submissions run WITHOUT a sandbox, "
-           "under resource limits only. They can read and write what the grader can. "
-           "Install bubblewrap (Debian: apt-get install bubblewrap).")
+WARNING = (
+    "WARNING: bubblewrap (bwrap) is not available: submissions run WITHOUT a sandbox, "
+    "under resource limits only. They can read and write what the grader can. "
+    "Install bubblewrap (Debian: apt-get install bubblewrap)."
+)
 
 
 def _limit(name: str):
@@ -43,6 +46,7 @@ def _limit(name: str):
 @dataclass
 class Limits:
     """Of each sandboxed process; every field is BACKPROP_NINJA_<FIELD> (grader/settings.py)."""
+
     memory_mb: int = _limit("memory_mb")
     processes: int = _limit("processes")
     file_mb: int = _limit("file_mb")
@@ -54,9 +58,14 @@ class Limits:
     def apply(self) -> None:
         """In the child, before exec: the limits pass on to everything it starts."""
         mb = 1024 * 1024
-        for which, value in ((resource.RLIMIT_AS, self.memory_mb * mb), (resource.RLIMIT_FSIZE, self.file_mb * mb),
-                             (resource.RLIMIT_CPU, self.cpu_seconds), (resource.RLIMIT_NOFILE, self.open_files),
-                             (resource.RLIMIT_NPROC, self.processes), (resource.RLIMIT_CORE, 0)):
+        for which, value in (
+            (resource.RLIMIT_AS, self.memory_mb * mb),
+            (resource.RLIMIT_FSIZE, self.file_mb * mb),
+            (resource.RLIMIT_CPU, self.cpu_seconds),
+            (resource.RLIMIT_NOFILE, self.open_files),
+            (resource.RLIMIT_NPROC, self.processes),
+            (resource.RLIMIT_CORE, 0),
+        ):
             resource.setrlimit(which, (value, value))
 
 
@@ -66,23 +75,47 @@ def bwrap_works() -> bool:
     exe = shutil.which("bwrap")
     if not exe:
         return False
-    probe = subprocess.run([exe, *_base_args(), "--", sys.executable, "-I", "-c", "pass"],
-                           capture_output=True, timeout=60)
+    probe = subprocess.run(
+        [exe, *_base_args(), "--", sys.executable, "-I", "-c", "pass"], capture_output=True, timeout=60
+    )
     return probe.returncode == 0
 
 
 def _base_args(tmp_mb: int = 256) -> list[str]:
     # No user namespace: bwrap runs as the grader, and setpriv then drops to a real, powerless uid.
-    args = ["--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
-            "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/usr", "/usr"]
+    args = [
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
     for top in ("bin", "lib", "lib32", "lib64", "sbin"):
         p = Path("/") / top
         if p.is_symlink():
             args += ["--symlink", os.readlink(p), str(p)]
         elif p.is_dir():
             args += ["--ro-bind", str(p), str(p)]
-    args += ["--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+    args += [
+        "--ro-bind",
+        "/etc",
+        "/etc",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--size",
+        str(tmp_mb * 1024 * 1024),
+        "--tmpfs",
+        "/tmp",
+    ]
     readable = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
     readable |= {PACKAGE / name for name in VISIBLE_INSIDE}
     for path in sorted(readable):
@@ -107,16 +140,31 @@ class Sandbox:
     def isolated(self) -> bool:
         return bwrap_works()
 
-    def command(self, argv: list[str], *, writable: dict[str, str], cwd: str, readonly: dict[str, str] | None = None,
-                env: dict[str, str] | None = None, scratch: str | None = None) -> list[str]:
+    def command(
+        self,
+        argv: list[str],
+        *,
+        writable: dict[str, str],
+        cwd: str,
+        readonly: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+        scratch: str | None = None,
+    ) -> list[str]:
         """`argv` as it runs inside; `writable` and `readonly` map folders outside to where they
         appear inside; `scratch`, a folder inside that is a fresh tmpfs of the disk limit
         (less /tmp's share): all that the submission can write then lives in memory, bounded."""
-        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
-               "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
-               # the notebook reads NBGRADER_EXECUTION to shorten training under the grader
-               **{k: v for k, v in os.environ.items() if k.startswith(("NBGRADER_", "BACKPROP_NINJA_"))},
-               **(env or {})}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": "/tmp",
+            "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "MPLBACKEND": "Agg",
+            # the notebook reads NBGRADER_EXECUTION to shorten training under the grader
+            **{k: v for k, v in os.environ.items() if k.startswith(("NBGRADER_", "BACKPROP_NINJA_"))},
+            **(env or {}),
+        }
         if not self.isolated:
             return argv
         args = ["bwrap", *_base_args(self.limits.tmp_mb)]
@@ -131,8 +179,15 @@ class Sandbox:
         for k, v in env.items():
             args += ["--setenv", k, v]
         if os.geteuid() == 0:  # drop to a user that owns nothing outside
-            args += ["--", "setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups",
-                     "--no-new-privs", "--"]
+            args += [
+                "--",
+                "setpriv",
+                f"--reuid={self.uid}",
+                f"--regid={self.uid}",
+                "--clear-groups",
+                "--no-new-privs",
+                "--",
+            ]
         else:
             args += ["--"]
         return args + argv
@@ -148,11 +203,10 @@ class Sandbox:
         """Make a folder the sandbox user's, so it can write there."""
         if os.geteuid() != 0 or not self.isolated:
             return
-        for root, dirs, files in os.walk(path):
+        for root, _, files in os.walk(path):
             os.chown(root, self.uid, self.uid)
             for name in files:
                 os.chown(os.path.join(root, name), self.uid, self.uid, follow_symlinks=False)
-
 
 
 def default_sandbox() -> Sandbox:

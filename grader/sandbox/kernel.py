@@ -1,6 +1,7 @@
 """The autograde kernel's launcher: the kernel spec (jupyter/kernels/) runs
 `python -I -m grader.sandbox kernel -f {connection_file}` outside the sandbox; this starts
 the IPython kernel inside it, in a folder of its own that is thrown away afterwards."""
+
 from __future__ import annotations
 
 import atexit
@@ -64,8 +65,10 @@ def _kernel_home(conn: dict, connection_file: str) -> tuple[Path, dict, list[Pat
     nbgrader (validate, the formgrader) has its sockets in the shared runtime folder: then
     they are made in a folder of its own here, and the names the client knows link to them."""
     if conn.get("transport") != "ipc" or not os.path.isabs(conn.get("ip", "")):
-        raise ValueError("the sandboxed kernel needs c.KernelManager.transport = 'ipc' and an absolute "
-                         "c.KernelManager.ip (the sandbox has no network, not even localhost)")
+        raise ValueError(
+            "the sandboxed kernel needs c.KernelManager.transport = 'ipc' and an absolute "
+            "c.KernelManager.ip (the sandbox has no network, not even localhost)"
+        )
     ip = Path(conn["ip"])
     if ip.parent.name == "ipc" and ip.parent.parent.name.startswith(KERNEL_DIR_PREFIX):
         return ip.parent.parent, conn, []
@@ -111,9 +114,13 @@ def _run_kernel(sandbox: Sandbox, home: Path, conn: dict) -> int:
     os.chmod(scratch / ".kernel-connection.json", 0o644)  # only this sandbox sees scratch/
     sandbox.give(ipc)
     fill = ["sh", "-c", 'cp -R "$0"/. . 2>/dev/null; exec "$@"', SUBMISSION_INSIDE]
-    cmd = sandbox.command(fill + KERNEL + [str(cwd / ".kernel-connection.json")],
-                          writable={str(ipc): str(ipc)}, readonly={str(scratch): SUBMISSION_INSIDE},
-                          scratch=str(cwd), cwd=str(cwd))
+    cmd = sandbox.command(
+        fill + KERNEL + [str(cwd / ".kernel-connection.json")],
+        writable={str(ipc): str(ipc)},
+        readonly={str(scratch): SUBMISSION_INSIDE},
+        scratch=str(cwd),
+        cwd=str(cwd),
+    )
     with open(home / "kernel.log", "wb") as log:
         proc = subprocess.Popen(cmd, preexec_fn=sandbox.limits.apply, stdout=log, stderr=subprocess.STDOUT)
         code = _forward_and_wait(proc)
@@ -131,6 +138,7 @@ def _forward_and_wait(proc: subprocess.Popen) -> int:
             proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     return proc.wait()

@@ -6,6 +6,7 @@ for another batch graded at the same time. So each sandbox gets a uid from a ran
 account uses, held with a lock for as long as the sandbox lives: a limit, a signal or a
 file of one sandbox's user means nothing to another's.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -24,6 +25,7 @@ LOCKS = Path("/run/backprop-ninja-uids")  # root's: the leases of every grading 
 @dataclass
 class Lease:
     """A uid held for one sandbox; released when closed or when the holder exits."""
+
     uid: int
     fd: int
 

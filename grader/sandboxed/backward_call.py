@@ -1,5 +1,6 @@
 """Calling the student's `manual_backward` (exercise 4): with the keywords it takes, and one
 wording for what can go wrong, in the kernel's checks and in the replay alike."""
+
 from __future__ import annotations
 
 import inspect
@@ -29,12 +30,15 @@ def call_manual_backward(fn, inputs: dict) -> list:
         raise BackwardFailed(f"{spec.EX4_FUNCTION} is not defined as a function")
     out = fn(**accepted_arguments(fn, inputs))
     if out is None:
-        raise BackwardFailed(f"{spec.EX4_FUNCTION} returned None: it needs "
-                             f"`return [d{', d'.join(spec.PARAMETERS)}]`")
+        raise BackwardFailed(
+            f"{spec.EX4_FUNCTION} returned None: it needs `return [d{', d'.join(spec.PARAMETERS)}]`"
+        )
     out = list(out)
     if len(out) != len(spec.PARAMETERS):
-        raise BackwardFailed(f"{spec.EX4_FUNCTION} returned {len(out)} values, expected "
-                             f"{len(spec.PARAMETERS)}: [d{', d'.join(spec.PARAMETERS)}]")
+        raise BackwardFailed(
+            f"{spec.EX4_FUNCTION} returned {len(out)} values, expected "
+            f"{len(spec.PARAMETERS)}: [d{', d'.join(spec.PARAMETERS)}]"
+        )
     return out
 
 

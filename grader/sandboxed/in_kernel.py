@@ -8,6 +8,7 @@ Each call prints a short verdict on stdout and returns the score, which nbgrader
 from the cell's result. Warnings and stderr are silenced: nbgrader gives 0 to a test
 cell that writes to stderr, and a torch warning must not cost points.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -49,15 +50,17 @@ def _verdict(item, ns: dict) -> Verdict:
     target = ns.get(item.target)
     reference = getattr(target, "grad", None)
     if reference is None:
-        raise RuntimeError(f"no autograd reference: run the forward and backward cells "
-                           f"({item.target}.grad is None)")
+        raise RuntimeError(
+            f"no autograd reference: run the forward and backward cells ({item.target}.grad is None)"
+        )
     return gradient_verdict(item, ns.get(item.name, MISSING), reference)
 
 
 def _check_inputs(ns: dict):
     # A fixed batch and fresh parameters, independent of where training left them.
-    params, g = network.init_params(seed=network.LECTURE_SEED, vocab_size=len(ns["itos"]),
-                                    n_hidden=network.N_HIDDEN_TRAIN)
+    params, g = network.init_params(
+        seed=network.LECTURE_SEED, vocab_size=len(ns["itos"]), n_hidden=network.N_HIDDEN_TRAIN
+    )
     Xb, Yb = network.draw_batch(ns["Xtr"], ns["Ytr"], g)
     return params, Xb, Yb
 
@@ -76,7 +79,8 @@ def _ex4_initial_loss(ns: dict) -> float:
 @dataclass
 class Ex4Run:
     """The student's manual_backward called once on a batch, and autograd's answer."""
-    grads: dict[str, object]          # parameter name -> student's value (or MISSING)
+
+    grads: dict[str, object]  # parameter name -> student's value (or MISSING)
     reference: dict[str, torch.Tensor]
     error: str | None = None
 
@@ -86,8 +90,11 @@ def run_ex4(fn, params: dict, Xb: torch.Tensor, Yb: torch.Tensor) -> Ex4Run:
     v["loss"].backward()
     reference = {k: v[k].grad.detach().clone() for k in spec.PARAMETERS}
     missing = {k: MISSING for k in spec.PARAMETERS}
-    inputs = {k: (t.detach().clone() if isinstance(t, torch.Tensor) else t)
-              for k, t in v.items() if k in spec.EX4_ARGUMENTS}
+    inputs = {
+        k: (t.detach().clone() if isinstance(t, torch.Tensor) else t)
+        for k, t in v.items()
+        if k in spec.EX4_ARGUMENTS
+    }
     try:
         with torch.no_grad():
             out = call_manual_backward(fn, inputs)
@@ -108,14 +115,16 @@ def ex4_verdict(gradient: spec.Gradient, run: Ex4Run) -> Verdict:
 def training_verdict(lossi, *, initial_loss: float) -> Verdict:
     """The kernel's check of exercise 4's training: the recorded loss fell far enough."""
     check = spec.TRAINING
-    losses = [10 ** x for x in lossi] if lossi else []
+    losses = [10**x for x in lossi] if lossi else []
     if not losses:
         return Verdict(check.grade_id, 0.0, check.points, ["the training loop recorded no loss"])
-    tail = losses[-max(1, len(losses) // 10):]
+    tail = losses[-max(1, len(losses) // 10) :]
     final = sum(tail) / len(tail)
     if not math.isfinite(final):
         return Verdict(check.grade_id, 0.0, check.points, ["the training loss became NaN or inf"])
     ok = final <= initial_loss - TRAINING_DROP
-    line = (f"loss {initial_loss:.3f} at initialisation, {final:.3f} averaged over the last "
-            f"{len(tail)} of {len(losses)} steps (needs to fall below {initial_loss - TRAINING_DROP:.3f})")
+    line = (
+        f"loss {initial_loss:.3f} at initialisation, {final:.3f} averaged over the last "
+        f"{len(tail)} of {len(losses)} steps (needs to fall below {initial_loss - TRAINING_DROP:.3f})"
+    )
     return Verdict(check.grade_id, check.points if ok else 0.0, check.points, [line])

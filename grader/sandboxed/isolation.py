@@ -12,6 +12,7 @@ pidfd_getfd, unless the target is not dumpable; and a process group is no bounda
 - in its mount namespace, /tmp and /dev/shm are fresh size-limited tmpfs, and then all
   capabilities are dropped, so it cannot unmount them to reach what is underneath.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -53,7 +54,11 @@ def new_namespaces() -> None:
     # run exists (the caller holds none of the server's pipes by now).
     _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
     try:
-        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
     finally:

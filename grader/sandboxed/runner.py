@@ -9,6 +9,7 @@ Each run forks from the state after the setup cells, so a crash, an exit or an i
 edit in one run cannot touch another. Statements run one at a time: one that raises costs
 only what depends on it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,8 +27,11 @@ from .record import ReplayPlan, RunInputs, RunRecord, ValueInfo
 _real_exit = os._exit  # the harness's own; a student's os._exit only ends a statement
 EX1_NAMES = [g.name for g in spec.GRADIENTS if g.exercise == 1]
 # What each answer cell's snapshot keeps, in the main run.
-SNAPSHOT = {spec.ANSWER_CELLS[1]: EX1_NAMES, spec.ANSWER_CELLS[2]: ["dlogits"],
-            spec.ANSWER_CELLS[3]: ["dhprebn"]}
+SNAPSHOT = {
+    spec.ANSWER_CELLS[1]: EX1_NAMES,
+    spec.ANSWER_CELLS[2]: ["dlogits"],
+    spec.ANSWER_CELLS[3]: ["dhprebn"],
+}
 
 
 class StatementTimeout(BaseException):
@@ -40,6 +44,7 @@ def _student_exit(code=0):
 
 class NoIPython:
     """Magics are not part of the answer: the replay ignores them."""
+
     def __getattr__(self, name):
         return lambda *a, **k: None
 
@@ -76,7 +81,9 @@ class Runner:
         try:
             tree = ast.parse(strip_magics(cell["source"]), filename=label)
         except SyntaxError as e:
-            self.errors.append({"cell": label, "line": e.lineno, "error": f"SyntaxError: {e.msg}", "assigns": []})
+            self.errors.append(
+                {"cell": label, "line": e.lineno, "error": f"SyntaxError: {e.msg}", "assigns": []}
+            )
             return
         for stmt in tree.body:
             if inject:
@@ -91,12 +98,17 @@ class Runner:
             except BaseException as e:  # noqa: BLE001 - the student's code: record, go on
                 if isinstance(e, KeyboardInterrupt):
                     raise
-                self.errors.append({"cell": label, "line": stmt.lineno,
-                                    "error": f"{type(e).__name__}: {e}"[:300],
-                                    "assigns": sorted(_assigned(stmt))})
+                self.errors.append(
+                    {
+                        "cell": label,
+                        "line": stmt.lineno,
+                        "error": f"{type(e).__name__}: {e}"[:300],
+                        "assigns": sorted(_assigned(stmt)),
+                    }
+                )
 
     def setup(self, ns: dict, start: int = 0) -> dict:
-        for cell in self.plan["cells"][start: self.plan["first_answer"]]:
+        for cell in self.plan["cells"][start : self.plan["first_answer"]]:
             self.run_cell(ns, cell)
         return ns
 
@@ -105,7 +117,7 @@ class Runner:
         """Execute one run in this (forked) process; return (record, tensors)."""
         meta: RunRecord = {"values": {}, "names": [], "aliases": [], "n_at": {}}
         tensors: dict = {}
-        cells = self.plan["cells"][self.plan["first_answer"]:]
+        cells = self.plan["cells"][self.plan["first_answer"] :]
         kind, _, target = name.partition(":")
         for cell in cells:
             gid = cell.get("grade_id")
@@ -147,7 +159,7 @@ class Runner:
             if t is not None:
                 tensors[prefix + name] = t
                 key = (value.data_ptr(), tuple(value.shape), tuple(value.stride()))
-                if key in seen and value.numel():   # one tensor under two names (a .view is fine)
+                if key in seen and value.numel():  # one tensor under two names (a .view is fine)
                     meta["aliases"].append([seen[key], name])
                 seen.setdefault(key, name)
 
@@ -182,14 +194,18 @@ class Runner:
                 v = network.cross_entropy_forward(params, Xb, Yb)
                 grads = list(_call(fn, {k: v[k] for k in spec.EX4_ARGUMENTS}))
                 for k, grad in zip(spec.PARAMETERS, grads):
-                    params[k] = params[k] - network.LEARNING_RATE * torch.as_tensor(grad).reshape(params[k].shape)
+                    params[k] = params[k] - network.LEARNING_RATE * torch.as_tensor(grad).reshape(
+                        params[k].shape
+                    )
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
             meta["train_error"] = f"training raised {type(e).__name__}: {e}"[:300]
             return
         for k, t in params.items():
-            tensors[f"train/{k}"] = t.detach().as_subclass(torch.Tensor).to(torch.float32).clone().contiguous()
+            tensors[f"train/{k}"] = (
+                t.detach().as_subclass(torch.Tensor).to(torch.float32).clone().contiguous()
+            )
 
 
 def _assigned(stmt) -> set[str]:

@@ -4,6 +4,7 @@ cells). `python -I -m grader.sandboxed.server` is started by the judge
 run is a fork, isolated in namespaces of its own (isolation.py), whose result comes back on
 a pipe of its own, bounded, and is relayed to the judge with the request's nonce.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,16 @@ from pathlib import Path
 import torch
 
 from . import isolation
-from .record import FRAME_HEADER, MAX_FRAME_BYTES, MAX_RUN_BYTES, ReplayPlan, RunInputs, RunRecord, encode_frame
+from .record import (
+    FRAME_HEADER,
+    MAX_FRAME_BYTES,
+    MAX_RUN_BYTES,
+    ReplayPlan,
+    RunInputs,
+    RunRecord,
+    encode_frame,
+)
 from .runner import NoIPython, Runner, _real_exit, _student_exit
-
 
 _RUNNER_PID: int | None = None  # the run's own process: a process the student forks sends nothing
 
@@ -38,7 +46,7 @@ def _write(channel: int, record: RunRecord, tensors: dict) -> None:
     frame = encode_frame(record, tensors)
     data = memoryview(FRAME_HEADER.pack(len(frame)) + frame)
     while data:
-        data = data[os.write(channel, data):]
+        data = data[os.write(channel, data) :]
 
 
 def read_run_inputs(work: Path) -> tuple[ReplayPlan, RunInputs]:
@@ -50,15 +58,16 @@ def read_run_inputs(work: Path) -> tuple[ReplayPlan, RunInputs]:
     return plan, inputs
 
 
-def replay_run(plan: ReplayPlan, inputs: RunInputs, run: str, channel: int,
-               warm: tuple[list, dict] | None = None) -> None:
+def replay_run(
+    plan: ReplayPlan, inputs: RunInputs, run: str, channel: int, warm: tuple[list, dict] | None = None
+) -> None:
     """One run of one submission, in this (freshly forked, isolated) process: the setup cells
     from where the warm server left off, then the run. Results go to `channel`."""
     runner = Runner(plan, inputs, checkpoint=lambda record, tensors: _write(channel, record, tensors))
     signal.signal(signal.SIGALRM, runner.on_alarm)
     t0 = time.perf_counter()
     prefix = warm[0] if warm else []
-    if warm and plan["cells"][:len(prefix)] == prefix:
+    if warm and plan["cells"][: len(prefix)] == prefix:
         ns = runner.setup(dict(warm[1]), start=len(prefix))
     else:
         ns = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
@@ -88,7 +97,7 @@ def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
             if isolated:
                 isolation.private_scratch(int(plan["run_tmp_mb"]))
             isolation.close_other_fds({channel})
-            sys.stdout = sys.stderr = open(os.devnull, "w")
+            sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the run's lifetime
             global _RUNNER_PID
             _RUNNER_PID = os.getpid()
             os.register_at_fork(after_in_child=_forked_by_the_student)
@@ -152,7 +161,11 @@ def _collect(pid: int, results: int, timeout: float) -> tuple[str, bytes | None]
             done, raw = os.waitpid(pid, os.WNOHANG)
             if done:
                 code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 128 + os.WTERMSIG(raw)
-                status = "ok" if code == 0 else (f"killed by signal {code - 128}" if code > 128 else f"exit {code}")
+                status = (
+                    "ok"
+                    if code == 0
+                    else (f"killed by signal {code - 128}" if code > 128 else f"exit {code}")
+                )
                 deadline = min(deadline, time.monotonic() + 2.0)  # the pipe closes with the namespace
         if status is not None and eof:
             return status, last
@@ -181,7 +194,7 @@ def _frames(buf: bytearray, last):
             return _TOO_BIG, buf
         if len(buf) < FRAME_HEADER.size + size:
             break
-        last = bytes(buf[FRAME_HEADER.size: FRAME_HEADER.size + size])
+        last = bytes(buf[FRAME_HEADER.size : FRAME_HEADER.size + size])
         del buf[: FRAME_HEADER.size + size]
     return last, buf
 
@@ -198,10 +211,10 @@ def serve() -> int:
     result frame (encode_frame). No run can write here: it holds none of these pipes."""
     isolation.not_dumpable()
     proto = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)                      # anything printed by the setup cells goes to stderr
+    os.dup2(2, 1)  # anything printed by the setup cells goes to stderr
     sys.stdout = sys.stderr
-    torch.set_num_threads(1)           # fork-safe, and one core per replay
-    torch.set_grad_enabled(False)      # no autograd to copy answers from
+    torch.set_num_threads(1)  # fork-safe, and one core per replay
+    torch.set_grad_enabled(False)  # no autograd to copy answers from
     hello = json.loads(sys.stdin.readline())
     os.chdir(hello["data_dir"])
     runner = Runner({"cells": hello["prefix"], "first_answer": len(hello["prefix"])}, {})

@@ -3,6 +3,7 @@
 The value judged here is the student's rule given correct inputs where we have it (the
 local run), so the hint describes their rule, not a mistake they inherited.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -28,19 +29,27 @@ def missing(name: str, *, names: list[str], errors: list[dict], cell: str | None
     stopped = [e for e in errors if e.get("cell") == cell]
     if stopped:
         e = stopped[0]
-        stub = " (is the `raise NotImplementedError()` stub still there?)" if "NotImplementedError" in e["error"] else ""
+        stub = (
+            " (is the `raise NotImplementedError()` stub still there?)"
+            if "NotImplementedError" in e["error"]
+            else ""
+        )
         return f"{name} is not defined: {e['cell']} raised {e['error']} at line {e['line']}{stub}"
     return f"{name} is not defined: assign it in the answer cell"
 
 
 def factors(n: int) -> list[tuple[float, str]]:
-    return [(n / (n - 1), "n/(n-1): Bessel's correction, the variance divides by n-1, not n"),
-            ((n - 1) / n, "(n-1)/n: Bessel's correction, the variance divides by n-1, not n"),
-            (float(n), "n: the loss is a mean over the batch, divide by n once"),
-            (1.0 / n, "1/n: the loss is a mean over the batch, divide by n once, not twice"),
-            (-1.0, "-1: the sign is flipped"),
-            (2.0, "2"), (0.5, "1/2"),
-            (float(n - 1), "n-1"), (1.0 / (n - 1), "1/(n-1)")]
+    return [
+        (n / (n - 1), "n/(n-1): Bessel's correction, the variance divides by n-1, not n"),
+        ((n - 1) / n, "(n-1)/n: Bessel's correction, the variance divides by n-1, not n"),
+        (float(n), "n: the loss is a mean over the batch, divide by n once"),
+        (1.0 / n, "1/n: the loss is a mean over the batch, divide by n once, not twice"),
+        (-1.0, "-1: the sign is flipped"),
+        (2.0, "2"),
+        (0.5, "1/2"),
+        (float(n - 1), "n-1"),
+        (1.0 / (n - 1), "1/(n-1)"),
+    ]
 
 
 def shape_hint(value: torch.Tensor, reference: torch.Tensor) -> str | None:
@@ -49,39 +58,79 @@ def shape_hint(value: torch.Tensor, reference: torch.Tensor) -> str | None:
         return f"transposed: you have {s}, expected {e}; for Z = A @ B, dA = dZ @ B.T and dB = A.T @ dZ"
     vector = lambda shape: sum(d != 1 for d in shape) <= 1
     if vector(s) and vector(e) and value.numel() != reference.numel():
-        return (f"summed over the wrong dimension? you have shape {s}, expected {e}: sum over the "
-                f"dimension that was broadcast in the forward pass (keepdim=True keeps it)")
+        return (
+            f"summed over the wrong dimension? you have shape {s}, expected {e}: sum over the "
+            f"dimension that was broadcast in the forward pass (keepdim=True keeps it)"
+        )
     return None
 
 
-def value_hint(name: str, value: torch.Tensor, reference: torch.Tensor, *, n: int,
-               branches: dict[str, torch.Tensor] | None = None,
-               mistakes: dict[str, torch.Tensor] | None = None,
-               aliases: list[list[str]] = (), n_seen=None) -> str:
+def value_hint(
+    name: str,
+    value: torch.Tensor,
+    reference: torch.Tensor,
+    *,
+    n: int,
+    branches: dict[str, torch.Tensor] | None = None,
+    mistakes: dict[str, torch.Tensor] | None = None,
+    aliases: list[list[str]] = (),
+    n_seen=None,
+) -> str:
     v = as_reference_shape(value, reference.shape)
     if v is None:
-        return shape_hint(value, reference) or f"wrong shape {tuple(value.shape)}, expected {tuple(reference.shape)}"
+        return (
+            shape_hint(value, reference)
+            or f"wrong shape {tuple(value.shape)}, expected {tuple(reference.shape)}"
+        )
     v, r = v.double(), reference.double()
     if not bool(torch.isfinite(v).all()):
         return f"{name} contains NaN or inf"
-    for a, b in aliases:
-        if name in (a, b):
-            other = b if name == a else a
-            return (f"{name} and {other} are the same tensor in memory: one was assigned from the other "
-                    f"without .clone(), and a later += changed both")
+    shared = _shared_memory(name, aliases)
+    if shared:
+        return shared
     if float(v.abs().max()) == 0.0 and float(r.abs().max()) > ATOL:
         return f"{name} is all zeros"
     if n_seen is not None and n_seen != n:
-        return f"`n` is {n_seen!r} when this cell runs, not the batch size {n}: did a loop variable named n overwrite it?"
+        return (
+            f"`n` is {n_seen!r} when this cell runs, not the batch size {n}: "
+            "did a loop variable named n overwrite it?"
+        )
     for label, alt in (mistakes or {}).items():
         if _close(v, alt.double()):
             return label
+    return (
+        _one_branch(v, branches)
+        or _scaled(v, r, n)
+        or (f"values differ from the reference (maxdiff {float((v - r).abs().max()):.3g})")
+    )
+
+
+def _shared_memory(name: str, aliases) -> str | None:
+    for a, b in aliases:
+        if name in (a, b):
+            other = b if name == a else a
+            return (
+                f"{name} and {other} are the same tensor in memory: one was assigned from the other "
+                f"without .clone(), and a later += changed both"
+            )
+    return None
+
+
+def _one_branch(v: torch.Tensor, branches) -> str | None:
+    """Only one of the gradient's branches (a variable used twice in the forward pass)."""
     if branches and len(branches) > 1:
         for via, part in branches.items():
             if _close(v, part.double()):
                 others = " and ".join(f"`{o}`" for o in branches if o != via)
-                return (f"you have the part of the gradient through `{via}` but not the part through "
-                        f"{others}: a variable used twice gets both gradients added (+=)")
+                return (
+                    f"you have the part of the gradient through `{via}` but not the part through "
+                    f"{others}: a variable used twice gets both gradients added (+=)"
+                )
+    return None
+
+
+def _scaled(v: torch.Tensor, r: torch.Tensor, n: int) -> str | None:
+    """The right direction, off by a constant factor (1/n, n/(n-1), ...)."""
     rr = float((r * r).sum())
     if rr > 0:
         c = float((v * r).sum()) / rr
@@ -90,4 +139,4 @@ def value_hint(name: str, value: torch.Tensor, reference: torch.Tensor, *, n: in
                 if abs(c - f) <= 1e-3 * abs(f):
                     return f"off by a factor of {label}"
             return f"off by a constant factor of about {c:.4g}"
-    return f"values differ from the reference (maxdiff {float((v - r).abs().max()):.3g})"
+    return None

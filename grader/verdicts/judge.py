@@ -7,6 +7,7 @@ the student's own rule with correct inputs), explains each failure (hints.py) an
 of cheating (scan.py). Nothing the student's code does can reach the comparisons: they happen
 in this process, on values validated as plain tensors.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,6 +38,7 @@ from .training import training_verdict
 @dataclass
 class JudgeRecord:
     """One submission's grades and what explains them: reports/replay/<student>.json."""
+
     student: str
     seed: int
     verdicts: dict[str, Verdict]
@@ -46,17 +48,37 @@ class JudgeRecord:
     problems: list[str]
 
     def to_json(self) -> dict:
-        return {"student": self.student, "seed": self.seed, "replay_seconds": round(self.replay_seconds, 3),
-                "score": sum(v.score for v in self.verdicts.values()),
-                "max_score": sum(v.max_score for v in self.verdicts.values()),
-                "problems": self.problems, "suspicious": self.suspicious,
-                "findings": [f.text() for f in self.findings],
-                "verdicts": {k: {"score": v.score, "max_score": v.max_score, "carried": v.carried,
-                                 "hint": v.hint, "lines": v.lines} for k, v in self.verdicts.items()}}
+        return {
+            "student": self.student,
+            "seed": self.seed,
+            "replay_seconds": round(self.replay_seconds, 3),
+            "score": sum(v.score for v in self.verdicts.values()),
+            "max_score": sum(v.max_score for v in self.verdicts.values()),
+            "problems": self.problems,
+            "suspicious": self.suspicious,
+            "findings": [f.text() for f in self.findings],
+            "verdicts": {
+                k: {
+                    "score": v.score,
+                    "max_score": v.max_score,
+                    "carried": v.carried,
+                    "hint": v.hint,
+                    "lines": v.lines,
+                }
+                for k, v in self.verdicts.items()
+            },
+        }
 
 
-def judge_submission(cells, *, student: str, settings: JudgeSettings, names_txt: Path,
-                     in_kernel: dict[str, float] | None = None, sandbox: Sandbox | None = None) -> JudgeRecord:
+def judge_submission(
+    cells,
+    *,
+    student: str,
+    settings: JudgeSettings,
+    names_txt: Path,
+    in_kernel: dict[str, float] | None = None,
+    sandbox: Sandbox | None = None,
+) -> JudgeRecord:
     """`sandbox`: run the replay inside it (the default for autograding); None runs it as a
     plain child process (tests of the judge's logic)."""
     fresh = fresh_inputs(dataset(names_txt), settings)
@@ -69,21 +91,42 @@ def judge_submission(cells, *, student: str, settings: JudgeSettings, names_txt:
         overrun = None
     except JudgeTimeout as e:  # costs this submission only: the batch goes on
         overrun = str(e)
-        verdicts = {g.grade_id: Verdict(g.grade_id, 0.0, g.points, [overrun], hint=overrun,
-                                        problem="judge_timeout") for g in spec.GRADED}
-    findings = [f for c in plan if c["kind"] in ("answer", "added") for f in scan_source(c["label"], c["source"])]
+        verdicts = {
+            g.grade_id: Verdict(g.grade_id, 0.0, g.points, [overrun], hint=overrun, problem="judge_timeout")
+            for g in spec.GRADED
+        }
+    findings = [
+        f for c in plan if c["kind"] in ("answer", "added") for f in scan_source(c["label"], c["source"])
+    ]
     problems = [p for p in (out.problem, overrun) if p]
-    return JudgeRecord(student, settings.seed, verdicts, findings, _suspicious(findings, verdicts, in_kernel),
-                       out.seconds, problems)
+    return JudgeRecord(
+        student,
+        settings.seed,
+        verdicts,
+        findings,
+        _suspicious(findings, verdicts, in_kernel),
+        out.seconds,
+        problems,
+    )
 
 
-def _suspicious(findings: list[Finding], verdicts: dict[str, Verdict], in_kernel: dict[str, float] | None) -> list[str]:
-    out = [f"{'tampering' if f.kind == 'tamper' else 'autograd or a file in an answer cell'}: {f.text()}"
-           for f in findings if f.serious]
+def _suspicious(
+    findings: list[Finding], verdicts: dict[str, Verdict], in_kernel: dict[str, float] | None
+) -> list[str]:
+    out = [
+        f"{'tampering' if f.kind == 'tamper' else 'autograd or a file in an answer cell'}: {f.text()}"
+        for f in findings
+        if f.serious
+    ]
     for gid, score in (in_kernel or {}).items():
         v = verdicts.get(gid)
         # a value the replay never got (a deleted cell, say) is not a sign of copying
-        if v and score >= v.max_score and v.score < v.max_score and v.problem not in ("missing", "judge_timeout"):
+        if (
+            v
+            and score >= v.max_score
+            and v.score < v.max_score
+            and v.problem not in ("missing", "judge_timeout")
+        ):
             out.append(f"{gid} matched autograd in the student's kernel but fails on fresh inputs")
     return out
 
@@ -95,8 +138,15 @@ class Hints:
         self.run, self.fresh, self.n = as_submitted, fresh, settings.batch_size
         self.errors = as_submitted.meta.get("errors", [])
 
-    def maker(self, name: str, reference: torch.Tensor, *, branches=None, cell: str | None = None,
-              errors: list | None = None):
+    def maker(
+        self,
+        name: str,
+        reference: torch.Tensor,
+        *,
+        branches=None,
+        cell: str | None = None,
+        errors: list | None = None,
+    ):
         errors = self.errors if errors is None else errors
 
         def make(value):
@@ -106,10 +156,17 @@ class Hints:
                 return hints.missing(name, names=self.run.meta.get("names", []), errors=errors, cell=cell)
             if not isinstance(value, torch.Tensor):
                 return value.message if isinstance(value, Unusable) else None
-            return hints.value_hint(name, value, reference, n=self.n, branches=branches,
-                                    aliases=self.run.meta.get("aliases", []),
-                                    mistakes=known_mistakes(name, self.fresh.values, self.fresh.grads),
-                                    n_seen=self.run.meta.get("n_at", {}).get(cell) if cell else None)
+            return hints.value_hint(
+                name,
+                value,
+                reference,
+                n=self.n,
+                branches=branches,
+                aliases=self.run.meta.get("aliases", []),
+                mistakes=known_mistakes(name, self.fresh.values, self.fresh.grads),
+                n_seen=self.run.meta.get("n_at", {}).get(cell) if cell else None,
+            )
+
         return make
 
 
@@ -133,9 +190,15 @@ def exercise1_verdicts(out: ReplayOutput, fresh: FreshInputs, settings: JudgeSet
         wrong = [f"d{c}" for c in consumers if not right.get(f"d{c}", True)]
         branches = fresh.branches.get(g.target) if len(steps.consumers(g.target)) > 1 else None
         errors = hint.errors + (own_run.meta.get("errors", []) if own_run else [])
-        v = decide(g, as_submitted=as_submitted.value(f"{EX1_CELL}/{g.name}"), reference=ref,
-                   with_correct_inputs=alone, wrong_inputs=wrong, carried_credit=settings.carried_credit,
-                   hint=hint.maker(g.name, ref, branches=branches, cell=EX1_CELL, errors=errors))
+        v = decide(
+            g,
+            as_submitted=as_submitted.value(f"{EX1_CELL}/{g.name}"),
+            reference=ref,
+            with_correct_inputs=alone,
+            wrong_inputs=wrong,
+            carried_credit=settings.carried_credit,
+            hint=hint.maker(g.name, ref, branches=branches, cell=EX1_CELL, errors=errors),
+        )
         right[g.name] = v.score == g.points and not v.carried
         verdicts[g.grade_id] = v
     return verdicts
@@ -144,12 +207,21 @@ def exercise1_verdicts(out: ReplayOutput, fresh: FreshInputs, settings: JudgeSet
 def exercise2_3_verdicts(out: ReplayOutput, fresh: FreshInputs, hint: Hints) -> dict:
     ex2, ex3 = (next(g for g in spec.GRADIENTS if g.exercise == k) for k in (2, 3))
     cell2, cell3 = spec.ANSWER_CELLS[2], spec.ANSWER_CELLS[3]
-    v2 = decide(ex2, as_submitted=out.runs[AS_SUBMITTED].value(f"{cell2}/dlogits"),
-                reference=fresh.grads["logits"], hint=hint.maker("dlogits", fresh.grads["logits"], cell=cell2))
+    v2 = decide(
+        ex2,
+        as_submitted=out.runs[AS_SUBMITTED].value(f"{cell2}/dlogits"),
+        reference=fresh.grads["logits"],
+        hint=hint.maker("dlogits", fresh.grads["logits"], cell=cell2),
+    )
     run3 = out.runs["ex3"]
-    v3 = decide(ex3, as_submitted=run3.value("dhprebn"), reference=fresh.grads["hprebn"],
-                hint=hint.maker("dhprebn", fresh.grads["hprebn"], cell=cell3,
-                                errors=hint.errors + run3.meta.get("errors", [])))
+    v3 = decide(
+        ex3,
+        as_submitted=run3.value("dhprebn"),
+        reference=fresh.grads["hprebn"],
+        hint=hint.maker(
+            "dhprebn", fresh.grads["hprebn"], cell=cell3, errors=hint.errors + run3.meta.get("errors", [])
+        ),
+    )
     if v3.score == ex3.points:
         v3.lines.append("judged with the correct dhpreact")
     return {ex2.grade_id: v2, ex3.grade_id: v3}
@@ -157,12 +229,14 @@ def exercise2_3_verdicts(out: ReplayOutput, fresh: FreshInputs, hint: Hints) -> 
 
 def exercise4_verdicts(as_submitted: RunResult, fresh: FreshInputs, hint: Hints) -> dict:
     ex4_error = as_submitted.meta.get("ex4_error") or (
-        None if as_submitted.status == "ok" else f"the replay run {as_submitted.status}")
+        None if as_submitted.status == "ok" else f"the replay run {as_submitted.status}"
+    )
     verdicts = {}
     for g in (g for g in spec.GRADIENTS if g.exercise == 4):
         ref = fresh.ex4_reference[g.target]
-        v = decide(g, as_submitted=as_submitted.value(f"ex4/{g.name}"), reference=ref,
-                   hint=hint.maker(g.name, ref))
+        v = decide(
+            g, as_submitted=as_submitted.value(f"ex4/{g.name}"), reference=ref, hint=hint.maker(g.name, ref)
+        )
         if ex4_error and v.score < v.max_score:
             v.lines, v.hint = [ex4_error], ex4_error
         verdicts[g.grade_id] = v

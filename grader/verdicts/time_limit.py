@@ -1,5 +1,6 @@
 """A time limit on the judge's own checks of one submission, so that no submission (a value
 crafted to make a comparison slow, say) can hold up the batch."""
+
 from __future__ import annotations
 
 import contextlib
@@ -22,8 +23,11 @@ def time_limit(seconds: float | None):
         return
 
     def on_alarm(signum, frame):
-        raise JudgeTimeout(f"the judge's own checks of this submission took over {seconds:g} s: "
-                           "every grade is 0 (re-grade it on a less busy machine if that is wrong)")
+        raise JudgeTimeout(
+            f"the judge's own checks of this submission took over {seconds:g} s: "
+            "every grade is 0 (re-grade it on a less busy machine if that is wrong)"
+        )
+
     previous = signal.signal(signal.SIGALRM, on_alarm)
     outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
     start = time.monotonic()
