@@ -98,7 +98,7 @@ def compare(name: str, value, reference: torch.Tensor, *, zero_ok_reason: str | 
     if value is None:
         return Comparison(name, False, "none", expected_shape=exp)
     if not isinstance(value, torch.Tensor):
-        # a tensor the judge refused to compute with (grader/results.py) says so itself
+        # a tensor the judge refused to compute with (grader/replay/results.py) says so itself
         problem = "unusable" if hasattr(value, "message") else "not_tensor"
         return Comparison(
             name,
