@@ -84,11 +84,10 @@ c.Execute.kernel_name = "backprop-ninja-sandbox"
 c.LimitedExecute.submission_timeout = 900  # seconds for all of one submission's cells
 c.LimitedExecute.max_output_bytes = 2_000_000  # per cell
 c.LimitedExecute.max_total_output_bytes = 20_000_000  # per submission, added cells included
-# Limits of every sandboxed process (kernel and replay); all of them: grader/settings.py.
-os.environ.setdefault("BACKPROP_NINJA_MEMORY_MB", "6144")
-os.environ.setdefault("BACKPROP_NINJA_PROCESSES", "256")
-os.environ.setdefault("BACKPROP_NINJA_FILE_MB", "64")
-os.environ.setdefault("BACKPROP_NINJA_DISK_MB", "1024")  # all a submission writes, /tmp included
+# Limits of every sandboxed process (kernel and replay) are BACKPROP_NINJA_* environment
+# variables, listed with their defaults in grader/settings.py (6 GiB of memory, 256 processes,
+# 64 MB files, 1 GiB of disk per submission, ...). To change one for the course, set it here:
+# os.environ["BACKPROP_NINJA_DISK_MB"] = "2048"
 
 # Before nbgrader copies a submission's folder: links, devices and other non-regular files
 # are replaced (nbgrader's copy would follow them, as root), with a note for the student.
