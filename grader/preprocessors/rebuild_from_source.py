@@ -53,6 +53,8 @@ def _sort_cells(student: NotebookNode, known: dict, answers: set, notes: list[st
     anchor = None
     for cell in student.cells:
         gid = nbgrader_meta(cell).get("grade_id")
+        if gid is not None and not isinstance(gid, str):
+            gid = repr(gid)[:80]  # a student's list or number: an unknown grade id, not a crash
         if gid in answers and gid not in taken:
             if cell.get("cell_type") != "code":
                 notes.append(
@@ -60,6 +62,7 @@ def _sort_cells(student: NotebookNode, known: dict, answers: set, notes: list[st
                     "cell: it was run as code"
                 )
             taken[gid] = cell
+            seen.add(gid)  # a second copy is noted as removed
             anchor = gid
         elif gid in known:
             if gid in seen:
