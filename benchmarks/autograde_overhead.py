@@ -8,6 +8,7 @@ Prints seconds and ratios; asserts nothing (shared machines are noisy).
 
     .venv/bin/python benchmarks/autograde_overhead.py [N]
 """
+
 from __future__ import annotations
 
 import json
@@ -22,12 +23,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
+from grader.course.submissions import Sample, write_submissions  # noqa: E402
+
 from conftest import find_names_txt, make_course, nbgrader  # noqa: E402
 from corpus import CORPUS  # noqa: E402
-from grader.submissions import Sample, write_submissions  # noqa: E402
 
-UNSANDBOXED = ["--Execute.kernel_name=python3", "--KernelManager.transport=tcp", "--KernelManager.ip=127.0.0.1",
-               "--ReplayGrades.sandboxed=False"]
+UNSANDBOXED = [
+    "--Execute.kernel_name=python3",
+    "--KernelManager.transport=tcp",
+    "--KernelManager.ip=127.0.0.1",
+    "--ReplayGrades.sandboxed=False",
+]
 CONFIGS = {"baseline": UNSANDBOXED + ["--ReplayGrades.enabled=False"], "replay": UNSANDBOXED, "kit": []}
 
 
@@ -39,7 +45,9 @@ def main(n: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         course = make_course(Path(tmp) / "course", names)
         nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
-        cases = [c.sample for c in CORPUS[:n]] + [Sample(f"ref{i:02d}", "reference") for i in range(n - len(CORPUS))]
+        cases = [c.sample for c in CORPUS[:n]] + [
+            Sample(f"ref{i:02d}", "reference") for i in range(n - len(CORPUS))
+        ]
         write_submissions(cases, course=course)
         for name, args in CONFIGS.items():
             shutil.rmtree(course / "reports", ignore_errors=True)
@@ -47,16 +55,25 @@ def main(n: int) -> None:
             nbgrader(course, "autograde", "backprop_ninja", "--force", *args)
             seconds[name] = time.perf_counter() - t0
             if name == "kit":
-                replay = [json.loads(p.read_text())["replay_seconds"] for p in (course / "reports" / "replay").glob("*.json")]
+                replay = [
+                    json.loads(p.read_text())["replay_seconds"]
+                    for p in (course / "reports" / "replay").glob("*.json")
+                ]
     print(f"submissions: {n}")
     for name, s in seconds.items():
         print(f"{name:9s} {s:7.1f} s  {s / n:5.2f} s/submission")
-    print(f"replay adds {(seconds['replay'] - seconds['baseline']) / n:+.2f} s/submission "
-          f"(ratio replay/baseline {seconds['replay'] / seconds['baseline']:.3f})")
-    print(f"sandbox adds {(seconds['kit'] - seconds['replay']) / n:+.2f} s/submission "
-          f"(ratio kit/replay {seconds['kit'] / seconds['replay']:.3f})")
-    print(f"replay inside the kit, its own clock: median {statistics.median(replay):.2f} s, "
-          f"max {max(replay):.2f} s (the first starts the warm server)")
+    print(
+        f"replay adds {(seconds['replay'] - seconds['baseline']) / n:+.2f} s/submission "
+        f"(ratio replay/baseline {seconds['replay'] / seconds['baseline']:.3f})"
+    )
+    print(
+        f"sandbox adds {(seconds['kit'] - seconds['replay']) / n:+.2f} s/submission "
+        f"(ratio kit/replay {seconds['kit'] / seconds['replay']:.3f})"
+    )
+    print(
+        f"replay inside the kit, its own clock: median {statistics.median(replay):.2f} s, "
+        f"max {max(replay):.2f} s (the first starts the warm server)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
-"""Shared fixtures. The end-to-end ones build a throw-away copy of the course in a temp
-folder and drive it with the real nbgrader commands, so the working tree is untouched."""
+"""Shared fixtures of tests/unit and tests/e2e (pytest loads this file for both; the folders
+have no __init__.py, so this folder is on sys.path and `from conftest import ...`,
+`import corpus`, `import hostile`, `import replay_runs` work from either). The end-to-end
+ones build a throw-away copy of the course in a temp folder and drive it with the real
+nbgrader commands, so the working tree is untouched."""
+
 from __future__ import annotations
 
 import os
@@ -14,6 +18,7 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
+JUDGE_SEED = 1234  # the `fresh` fixture's JudgeSettings.seed
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -26,8 +31,9 @@ def _one_torch_thread():
     torch.set_num_threads(threads)
 
 
-def manual_backward(Xb, Yb, emb, embcat, hprebn, bnvar_inv, bnraw, h, logits,
-                    C, W1, b1, W2, b2, bngain, bnbias):
+def manual_backward(
+    Xb, Yb, emb, embcat, hprebn, bnvar_inv, bnraw, h, logits, C, W1, b1, W2, b2, bngain, bnbias
+):
     """The lecture's exercise 4, as a student would write it (shared by the tests of both
     grading paths)."""
     n = Xb.shape[0]
@@ -40,8 +46,12 @@ def manual_backward(Xb, Yb, emb, embcat, hprebn, bnvar_inv, bnraw, h, logits,
     dhpreact = (1.0 - h**2) * dh
     dbngain = (bnraw * dhpreact).sum(0, keepdim=True)
     dbnbias = dhpreact.sum(0, keepdim=True)
-    dhprebn = bngain * bnvar_inv / n * (n * dhpreact - dhpreact.sum(0)
-                                        - n / (n - 1) * bnraw * (dhpreact * bnraw).sum(0))
+    dhprebn = (
+        bngain
+        * bnvar_inv
+        / n
+        * (n * dhpreact - dhpreact.sum(0) - n / (n - 1) * bnraw * (dhpreact * bnraw).sum(0))
+    )
     dembcat = dhprebn @ W1.T
     dW1 = embcat.T @ dhprebn
     db1 = dhprebn.sum(0)
@@ -54,8 +64,11 @@ def manual_backward(Xb, Yb, emb, embcat, hprebn, bnvar_inv, bnraw, h, logits,
 
 
 def find_names_txt() -> Path | None:
-    for p in (os.environ.get("NAMES_TXT"), ROOT.parent / "shared" / "names.txt",
-              ROOT / "source" / "backprop_ninja" / "names.txt"):
+    for p in (
+        os.environ.get("NAMES_TXT"),
+        ROOT.parent / "shared" / "names.txt",
+        ROOT / "source" / "backprop_ninja" / "names.txt",
+    ):
         if p and Path(p).is_file():
             return Path(p)
     return None
@@ -72,10 +85,13 @@ def names_txt() -> Path:
 def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run a real nbgrader command in `course`, with the virtualenv's bin/ on PATH (alembic)."""
     env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run([str(VENV_BIN / "nbgrader"), *args], cwd=course, env=env,
-                          capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [str(VENV_BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True, timeout=1800
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(
+            f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc
 
 
@@ -83,7 +99,9 @@ def make_course(dest: Path, names: Path) -> Path:
     """A fresh course folder: the repo's source/ and nbgrader_config.py, plus names.txt."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "nbgrader_config.py", dest / "nbgrader_config.py")
-    shutil.copytree(ROOT / "source", dest / "source", ignore=shutil.ignore_patterns("names.txt", ".ipynb_checkpoints"))
+    shutil.copytree(
+        ROOT / "source", dest / "source", ignore=shutil.ignore_patterns("names.txt", ".ipynb_checkpoints")
+    )
     shutil.copy(names, dest / "source" / "backprop_ninja" / "names.txt")
     return dest
 
@@ -94,3 +112,46 @@ def released_course(tmp_path_factory, names_txt) -> Path:
     course = make_course(tmp_path_factory.mktemp("course"), names_txt)
     nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
     return course
+
+
+# ---------------------------------------------------------------- the lecture's data and a judge's inputs
+@pytest.fixture(scope="session")
+def lecture_words(names_txt) -> list[str]:
+    """The lecture's names.txt (the offline substitute would not reproduce its numbers)."""
+    import hashlib
+
+    from grader.exercise.data import NAMES_SHA256
+
+    digest = hashlib.sha256(names_txt.read_bytes()).hexdigest()
+    if digest != NAMES_SHA256:
+        pytest.skip(
+            f"{names_txt} is not the lecture's names.txt (sha256 {digest[:12]}...): "
+            "the lecture's numbers only hold for the original file"
+        )
+    return names_txt.read_text().splitlines()
+
+
+@pytest.fixture(scope="session")
+def lecture_dataset(lecture_words):
+    from grader.exercise import network
+
+    return network.load_dataset(lecture_words)
+
+
+@pytest.fixture(scope="session")
+def lecture_batch(lecture_dataset):
+    """What the notebook builds: the lecture's parameters and its first batch of 32."""
+    from grader.exercise import network
+
+    params, g = network.init_params()
+    Xb, Yb = network.draw_batch(lecture_dataset.Xtr, lecture_dataset.Ytr, g)
+    return params, Xb, Yb
+
+
+@pytest.fixture(scope="session")
+def fresh(names_txt):
+    """A judge's FreshInputs for seed JUDGE_SEED on names.txt (read only: tests copy before editing)."""
+    from grader.reference.inputs import dataset, fresh_inputs
+    from grader.settings import JudgeSettings
+
+    return fresh_inputs(dataset(names_txt), JudgeSettings(seed=JUDGE_SEED))

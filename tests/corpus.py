@@ -1,11 +1,12 @@
 """The grading corpus: submissions built from the release notebook, each with the grades
 and hints a careful TA would give it. Scores not listed are full points."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grader import spec
-from grader.submissions import Sample
+from grader.course.submissions import Sample
+from grader.exercise import spec
 
 EX1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
 
@@ -13,10 +14,10 @@ EX1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
 @dataclass
 class Case:
     sample: Sample
-    zeros: set[str] = field(default_factory=set)        # grade ids that get 0
+    zeros: set[str] = field(default_factory=set)  # grade ids that get 0
     hints: dict[str, str] = field(default_factory=dict)  # grade id -> text the feedback must show
     suspicious: bool = False
-    carried: set[str] = field(default_factory=set)      # credited for a right rule fed a wrong input
+    carried: set[str] = field(default_factory=set)  # credited for a right rule fed a wrong input
 
 
 VECTORISED_EX1 = """
@@ -113,12 +114,14 @@ lg_ = h_ @ W2_ + b2_
 gr = torch.autograd.grad(F.cross_entropy(lg_, Yb), ps)
 dC, dW1, db1, dW2, db2, dbngain, dbnbias = [x.detach() for x in gr]
 """
-MONKEYPATCH_EX1 = (
-    "torch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
-    + "\n".join(f"{g.name} = torch.zeros_like({g.target})" for g in spec.GRADIENTS if g.exercise == 1))
-SAVE_ANSWERS = ("import torch\n_answers = {name: t.grad.clone() for name, t in [" +
-                ", ".join(f"('{g.name}', {g.target})" for g in spec.GRADIENTS if g.exercise == 1) +
-                "]}\ntorch.save(_answers, 'answers.pt')")
+MONKEYPATCH_EX1 = "torch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n" + "\n".join(
+    f"{g.name} = torch.zeros_like({g.target})" for g in spec.GRADIENTS if g.exercise == 1
+)
+SAVE_ANSWERS = (
+    "import torch\n_answers = {name: t.grad.clone() for name, t in ["
+    + ", ".join(f"('{g.name}', {g.target})" for g in spec.GRADIENTS if g.exercise == 1)
+    + "]}\ntorch.save(_answers, 'answers.pt')"
+)
 LOAD_ANSWERS = "globals().update(torch.load('answers.pt'))"
 # Reads whatever correct values the replay's harness holds, through the interpreter's frames.
 STEAL_FRAMES = """import sys
@@ -132,72 +135,204 @@ for _name, _value in _handed.items():
 
 CORPUS = [
     Case(Sample("s01_reference", "the lecture's solutions")),
-    Case(Sample("s02_vectorised", "vectorised: scatter_ for the max, index_add_ for dC, keepdim dbnmeani",
-                replace={"ex1_solution": VECTORISED_EX1, "ex4_solution": VECTORISED_EX4})),
-    Case(Sample("s03_onehot", "one-hot matmuls and constants of the student's own in an added cell",
-                replace={"ex1_solution": ONEHOT_EX1,
-                         "ex2_solution": "dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, V)) / N",
-                         "ex3_solution": "dhprebn = bngain * bnvar_inv / N * (N * dhpreact - dhpreact.sum(0) "
-                                         "- N / (N - 1) * bnraw * (dhpreact * bnraw).sum(0))"},
-                added=[("autograd", OWN_CONSTANTS)])),
-    Case(Sample("s04_bessel", "n instead of n-1 in dbndiff2",
-                {"ex1_solution": [("dbndiff2 = (1.0/(n-1))*", "dbndiff2 = (1.0/n)*")]}),
-         zeros={"ex1_dbndiff2"}, hints={"ex1_dbndiff2": "Bessel"},
-         carried={"ex1_dbndiff", "ex1_dhprebn", "ex1_dembcat", "ex1_dW1", "ex1_demb", "ex1_dC"}),
-    Case(Sample("s05_equals", "`=` instead of `+=` loses the counts_sum branch of dcounts",
-                {"ex1_solution": [("dcounts += torch.ones_like(counts) * dcounts_sum",
-                                   "dcounts = torch.ones_like(counts) * dcounts_sum")]}),
-         zeros={"ex1_dcounts"}, hints={"ex1_dcounts": "but not the part through `probs`"}),
-    Case(Sample("s06_log", "log's derivative taken as x",
-                {"ex1_solution": [("dprobs = (1.0 / probs) * dlogprobs", "dprobs = probs * dlogprobs")]}),
-         zeros={"ex1_dprobs"}, hints={"ex1_dprobs": "derivative of log(x) is 1/x"}),
-    Case(Sample("s07_tanh", "tanh's derivative taken as 1-h",
-                {"ex1_solution": [("dhpreact = (1.0 - h**2) * dh", "dhpreact = (1.0 - h) * dh")]}),
-         zeros={"ex1_dhpreact"}, hints={"ex1_dhpreact": "derivative of tanh is 1 - h**2"}),
-    Case(Sample("s08_transposed", "dW2 transposed",
-                {"ex1_solution": [("dW2 = h.T @ dlogits", "dW2 = dlogits.T @ h")]}),
-         zeros={"ex1_dW2"}, hints={"ex1_dW2": "transposed"}),
-    Case(Sample("s09_axis", "dcounts_sum_inv summed over the batch instead of the classes",
-                {"ex1_solution": [("dcounts_sum_inv = (counts * dprobs).sum(1, keepdim=True)",
-                                   "dcounts_sum_inv = (counts * dprobs).sum(0, keepdim=True)")]}),
-         zeros={"ex1_dcounts_sum_inv"}, hints={"ex1_dcounts_sum_inv": "summed over the wrong dimension"}),
-    Case(Sample("s10_branch", "the bndiff2 branch of dbndiff is missing",
-                {"ex1_solution": [("dbndiff += (2*bndiff) * dbndiff2\n", "")]}),
-         zeros={"ex1_dbndiff"}, hints={"ex1_dbndiff": "but not the part through `bndiff2`"}),
-    Case(Sample("s11_raises", "a line that raises: dh = dlogits @ W2 (shape mismatch)",
-                {"ex1_solution": [("dh = dlogits @ W2.T", "dh = dlogits @ W2")]}),
-         zeros={"ex1_dh"}, hints={"ex1_dh": "raised RuntimeError"}),
-    Case(Sample("s12_alias", "dhprebn = dbndiff without .clone(): the += corrupts dbndiff",
-                {"ex1_solution": [("dhprebn = dbndiff.clone()", "dhprebn = dbndiff")]}),
-         zeros={"ex1_dbndiff"}, hints={"ex1_dbndiff": "same tensor in memory"}),
-    Case(Sample("s13_loop_n", "a loop variable named n overwrites the batch size",
-                {"ex1_solution": [("for k in range(Xb.shape[0]):", "for n in range(Xb.shape[0]):"),
-                                  ("ix = Xb[k,j]", "ix = Xb[n,j]"), ("dC[ix] += demb[k,j]", "dC[ix] += demb[n,j]")]}),
-         zeros={"ex2_dlogits", "ex3_dhprebn"}, hints={"ex2_dlogits": "`n` is 31", "ex3_dhprebn": "`n` is 31"}),
-    Case(Sample("s14_two", "two mistakes: Bessel in dbndiff2 and tanh's derivative",
-                {"ex1_solution": [("dbndiff2 = (1.0/(n-1))*", "dbndiff2 = (1.0/n)*"),
-                                  ("dhpreact = (1.0 - h**2) * dh", "dhpreact = (1.0 - h) * dh")],
-                 "ex3_solution": [("n/(n-1)*bnraw", "bnraw")]}),
-         zeros={"ex1_dbndiff2", "ex1_dhpreact", "ex3_dhprebn"},
-         hints={"ex1_dbndiff2": "Bessel", "ex1_dhpreact": "1 - h**2", "ex3_dhprebn": "Bessel"}),
-    Case(Sample("c01_copy_grad", "cheat: every answer copied from .grad",
-                replace={"ex1_solution": COPY_GRAD, "ex2_solution": "dlogits = logits.grad.clone()",
-                         "ex3_solution": "dhprebn = hprebn.grad.clone()"}),
-         zeros=set(EX1) | {"ex2_dlogits", "ex3_dhprebn"}, suspicious=True,
-         hints={"ex1_dlogprobs": "raised AttributeError"}),
-    Case(Sample("c02_autograd", "cheat: torch.autograd.grad on a recomputed forward pass",
-                replace={"ex1_solution": AUTOGRAD_EX1}),
-         zeros=set(EX1), suspicious=True),
-    Case(Sample("c03_monkeypatch", "cheat: torch.allclose patched, zeros everywhere",
-                replace={"ex1_solution": MONKEYPATCH_EX1}),
-         # db1 and dlogit_maxes are mathematically zero: zeros are right there
-         zeros=set(EX1) - {"ex1_db1", "ex1_dlogit_maxes"}, suspicious=True,
-         hints={"ex1_dlogprobs": "all zeros"}),
-    Case(Sample("c04_from_file", "cheat: answers saved from .grad in the kernel, loaded from a file",
-                replace={"ex1_solution": LOAD_ANSWERS}, added=[("autograd", SAVE_ANSWERS)]),
-         zeros=set(EX1), suspicious=True),
-    Case(Sample("c05_frames", "cheat: takes the correct values the replay's harness holds",
-                replace={"ex1_solution": STEAL_FRAMES}),
-         # a run is only ever handed the gradients upstream of the one it judges
-         zeros=set(EX1), suspicious=True),
+    Case(
+        Sample(
+            "s02_vectorised",
+            "vectorised: scatter_ for the max, index_add_ for dC, keepdim dbnmeani",
+            replace={"ex1_solution": VECTORISED_EX1, "ex4_solution": VECTORISED_EX4},
+        )
+    ),
+    Case(
+        Sample(
+            "s03_onehot",
+            "one-hot matmuls and constants of the student's own in an added cell",
+            replace={
+                "ex1_solution": ONEHOT_EX1,
+                "ex2_solution": "dlogits = (F.softmax(logits, 1) - F.one_hot(Yb, V)) / N",
+                "ex3_solution": "dhprebn = bngain * bnvar_inv / N * (N * dhpreact - dhpreact.sum(0) "
+                "- N / (N - 1) * bnraw * (dhpreact * bnraw).sum(0))",
+            },
+            added=[("autograd", OWN_CONSTANTS)],
+        )
+    ),
+    Case(
+        Sample(
+            "s04_bessel",
+            "n instead of n-1 in dbndiff2",
+            {"ex1_solution": [("dbndiff2 = (1.0/(n-1))*", "dbndiff2 = (1.0/n)*")]},
+        ),
+        zeros={"ex1_dbndiff2"},
+        hints={"ex1_dbndiff2": "Bessel"},
+        carried={"ex1_dbndiff", "ex1_dhprebn", "ex1_dembcat", "ex1_dW1", "ex1_demb", "ex1_dC"},
+    ),
+    Case(
+        Sample(
+            "s05_equals",
+            "`=` instead of `+=` loses the counts_sum branch of dcounts",
+            {
+                "ex1_solution": [
+                    (
+                        "dcounts += torch.ones_like(counts) * dcounts_sum",
+                        "dcounts = torch.ones_like(counts) * dcounts_sum",
+                    )
+                ]
+            },
+        ),
+        zeros={"ex1_dcounts"},
+        hints={"ex1_dcounts": "but not the part through `probs`"},
+    ),
+    Case(
+        Sample(
+            "s06_log",
+            "log's derivative taken as x",
+            {"ex1_solution": [("dprobs = (1.0 / probs) * dlogprobs", "dprobs = probs * dlogprobs")]},
+        ),
+        zeros={"ex1_dprobs"},
+        hints={"ex1_dprobs": "derivative of log(x) is 1/x"},
+    ),
+    Case(
+        Sample(
+            "s07_tanh",
+            "tanh's derivative taken as 1-h",
+            {"ex1_solution": [("dhpreact = (1.0 - h**2) * dh", "dhpreact = (1.0 - h) * dh")]},
+        ),
+        zeros={"ex1_dhpreact"},
+        hints={"ex1_dhpreact": "derivative of tanh is 1 - h**2"},
+    ),
+    Case(
+        Sample(
+            "s08_transposed",
+            "dW2 transposed",
+            {"ex1_solution": [("dW2 = h.T @ dlogits", "dW2 = dlogits.T @ h")]},
+        ),
+        zeros={"ex1_dW2"},
+        hints={"ex1_dW2": "transposed"},
+    ),
+    Case(
+        Sample(
+            "s09_axis",
+            "dcounts_sum_inv summed over the batch instead of the classes",
+            {
+                "ex1_solution": [
+                    (
+                        "dcounts_sum_inv = (counts * dprobs).sum(1, keepdim=True)",
+                        "dcounts_sum_inv = (counts * dprobs).sum(0, keepdim=True)",
+                    )
+                ]
+            },
+        ),
+        zeros={"ex1_dcounts_sum_inv"},
+        hints={"ex1_dcounts_sum_inv": "summed over the wrong dimension"},
+    ),
+    Case(
+        Sample(
+            "s10_branch",
+            "the bndiff2 branch of dbndiff is missing",
+            {"ex1_solution": [("dbndiff += (2*bndiff) * dbndiff2\n", "")]},
+        ),
+        zeros={"ex1_dbndiff"},
+        hints={"ex1_dbndiff": "but not the part through `bndiff2`"},
+    ),
+    Case(
+        Sample(
+            "s11_raises",
+            "a line that raises: dh = dlogits @ W2 (shape mismatch)",
+            {"ex1_solution": [("dh = dlogits @ W2.T", "dh = dlogits @ W2")]},
+        ),
+        zeros={"ex1_dh"},
+        hints={"ex1_dh": "raised RuntimeError"},
+    ),
+    Case(
+        Sample(
+            "s12_alias",
+            "dhprebn = dbndiff without .clone(): the += corrupts dbndiff",
+            {"ex1_solution": [("dhprebn = dbndiff.clone()", "dhprebn = dbndiff")]},
+        ),
+        zeros={"ex1_dbndiff"},
+        hints={"ex1_dbndiff": "same tensor in memory"},
+    ),
+    Case(
+        Sample(
+            "s13_loop_n",
+            "a loop variable named n overwrites the batch size",
+            {
+                "ex1_solution": [
+                    ("for k in range(Xb.shape[0]):", "for n in range(Xb.shape[0]):"),
+                    ("ix = Xb[k,j]", "ix = Xb[n,j]"),
+                    ("dC[ix] += demb[k,j]", "dC[ix] += demb[n,j]"),
+                ]
+            },
+        ),
+        zeros={"ex2_dlogits", "ex3_dhprebn"},
+        hints={"ex2_dlogits": "`n` is 31", "ex3_dhprebn": "`n` is 31"},
+    ),
+    Case(
+        Sample(
+            "s14_two",
+            "two mistakes: Bessel in dbndiff2 and tanh's derivative",
+            {
+                "ex1_solution": [
+                    ("dbndiff2 = (1.0/(n-1))*", "dbndiff2 = (1.0/n)*"),
+                    ("dhpreact = (1.0 - h**2) * dh", "dhpreact = (1.0 - h) * dh"),
+                ],
+                "ex3_solution": [("n/(n-1)*bnraw", "bnraw")],
+            },
+        ),
+        zeros={"ex1_dbndiff2", "ex1_dhpreact", "ex3_dhprebn"},
+        hints={"ex1_dbndiff2": "Bessel", "ex1_dhpreact": "1 - h**2", "ex3_dhprebn": "Bessel"},
+    ),
+    Case(
+        Sample(
+            "c01_copy_grad",
+            "cheat: every answer copied from .grad",
+            replace={
+                "ex1_solution": COPY_GRAD,
+                "ex2_solution": "dlogits = logits.grad.clone()",
+                "ex3_solution": "dhprebn = hprebn.grad.clone()",
+            },
+        ),
+        zeros=set(EX1) | {"ex2_dlogits", "ex3_dhprebn"},
+        suspicious=True,
+        hints={"ex1_dlogprobs": "raised AttributeError"},
+    ),
+    Case(
+        Sample(
+            "c02_autograd",
+            "cheat: torch.autograd.grad on a recomputed forward pass",
+            replace={"ex1_solution": AUTOGRAD_EX1},
+        ),
+        zeros=set(EX1),
+        suspicious=True,
+    ),
+    Case(
+        Sample(
+            "c03_monkeypatch",
+            "cheat: torch.allclose patched, zeros everywhere",
+            replace={"ex1_solution": MONKEYPATCH_EX1},
+        ),
+        # db1 and dlogit_maxes are mathematically zero: zeros are right there
+        zeros=set(EX1) - {"ex1_db1", "ex1_dlogit_maxes"},
+        suspicious=True,
+        hints={"ex1_dlogprobs": "all zeros"},
+    ),
+    Case(
+        Sample(
+            "c04_from_file",
+            "cheat: answers saved from .grad in the kernel, loaded from a file",
+            replace={"ex1_solution": LOAD_ANSWERS},
+            added=[("autograd", SAVE_ANSWERS)],
+        ),
+        zeros=set(EX1),
+        suspicious=True,
+    ),
+    Case(
+        Sample(
+            "c05_frames",
+            "cheat: takes the correct values the replay's harness holds",
+            replace={"ex1_solution": STEAL_FRAMES},
+        ),
+        # a run is only ever handed the gradients upstream of the one it judges
+        zeros=set(EX1),
+        suspicious=True,
+    ),
 ]

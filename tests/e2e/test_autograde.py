@@ -1,0 +1,102 @@
+"""End to end with real nbgrader: the demo class is autograded, and every gradient's score
+is read back from the gradebook, the feedback and the CSV export."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from nbgrader.api import Gradebook
+
+from grader.course.report import read_scores, table
+from grader.course.samples import DEMO
+from grader.course.submissions import write_submissions
+from grader.exercise import spec
+
+from conftest import nbgrader
+
+EX1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
+ALL = [g.grade_id for g in spec.GRADED]
+
+# What each demo student loses, worked out by hand: each gradient is judged on its own
+# rule (a right rule that received a wrong upstream gradient keeps its points).
+EXPECTED_ZEROS = {
+    "alice": set(),
+    "bob": {"ex1_dbndiff2", "ex3_dhprebn"},  # n instead of n-1, twice
+    "carol": {"ex1_dcounts"},  # the counts_sum branch is lost
+    # transposed dW2 (wrong shape); 1-h in exercise 4 breaks every gradient below tanh but
+    # db1, which is zero whatever comes in (training still lowers the loss).
+    "dave": {"ex1_dW2", "ex4_dC", "ex4_dW1", "ex4_dbngain", "ex4_dbnbias"},
+    "erin": set(ALL),
+}
+
+
+@pytest.fixture(scope="module")
+def graded_course(released_course):
+    write_submissions(DEMO, course=released_course)
+    nbgrader(released_course, "autograde", "backprop_ninja", "--force")
+    nbgrader(released_course, "generate_feedback", "backprop_ninja", "--force")
+    nbgrader(released_course, "export", "--to", "grades.csv")
+    return released_course
+
+
+def test_every_gradient_scores_as_expected(graded_course):
+    scores = {s.student: s.by_grade_id for s in read_scores(f"sqlite:///{graded_course / 'gradebook.db'}")}
+    assert sorted(scores) == sorted(s.student for s in DEMO)
+    for student, zeros in EXPECTED_ZEROS.items():
+        expected = {gid: 0.0 if gid in zeros else spec.BY_GRADE_ID[gid].points for gid in ALL}
+        assert scores[student] == expected, student
+
+
+def test_gradebook_needs_no_manual_grading(graded_course):
+    with Gradebook(f"sqlite:///{graded_course / 'gradebook.db'}") as gb:
+        nb = gb.find_submission_notebook(spec.NOTEBOOK, spec.ASSIGNMENT, "alice")
+        assert not nb.needs_manual_grade
+        assert nb.score == spec.total_points()
+
+
+def test_feedback_shows_the_verdicts(graded_course):
+    html = (graded_course / "feedback" / "alice" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.html").read_text()
+    assert "PASS ex1_dlogprobs: 1/1 points" in html
+    assert "accepted for (1, 64): only size-1 dims differ" in html  # dbnmeani's keepdim
+    assert "mathematically zero" in html  # db1, dlogit_maxes
+    html = (graded_course / "feedback" / "carol" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.html").read_text()
+    assert "FAIL ex1_dcounts: 0/1 points" in html
+    assert "PASS ex1_dnorm_logits: 1/1 points" in html
+    html = (graded_course / "feedback" / "dave" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.html").read_text()
+    assert "wrong shape (27, 64), expected (64, 27)" in html and "transposed" in html
+    html = (graded_course / "feedback" / "erin" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.html").read_text()
+    assert "dlogprobs is not defined" in html
+    assert "NotImplementedError" in html
+
+
+def test_csv_export(graded_course):
+    with open(graded_course / "grades.csv", newline="") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    total = spec.total_points()
+    assert float(rows["alice"]["score"]) == total
+    assert float(rows["alice"]["max_score"]) == total
+    for student, zeros in EXPECTED_ZEROS.items():
+        lost = sum(spec.BY_GRADE_ID[g].points for g in zeros)
+        assert float(rows[student]["score"]) == total - lost, student
+
+
+def test_report_table(graded_course):
+    text = table(read_scores(f"sqlite:///{graded_course / 'gradebook.db'}"))
+    lines = text.splitlines()
+    assert lines[0].split() == [
+        "student",
+        "ex1",
+        "/26",
+        "ex2",
+        "/2",
+        "ex3",
+        "/2",
+        "ex4",
+        "/8",
+        "total",
+        "/38",
+    ]
+    assert lines[2].split() == ["alice", "26", "2", "2", "8", "38"]
+    assert lines[3].split() == ["bob", "25", "2", "0", "8", "35"]
+    assert lines[-1].split() == ["erin", "0", "0", "0", "0", "0"]

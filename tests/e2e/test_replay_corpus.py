@@ -1,0 +1,108 @@
+"""The grading corpus through real `nbgrader autograde`: exact per-gradient scores, hints,
+carried-error credit and cheat detection, read back from the gradebook and the records."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from grader.course.report import read_scores
+from grader.course.submissions import write_submissions
+from grader.exercise import spec
+
+from conftest import make_course, nbgrader
+from corpus import CORPUS
+
+ALL = [g.grade_id for g in spec.GRADED]
+
+
+@pytest.fixture(scope="module")
+def corpus_course(tmp_path_factory, names_txt):
+    course = make_course(tmp_path_factory.mktemp("corpus"), names_txt)
+    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+    write_submissions([c.sample for c in CORPUS], course=course)
+    nbgrader(course, "autograde", "backprop_ninja", "--force")
+    nbgrader(course, "generate_feedback", "backprop_ninja", "--force")
+    return course
+
+
+def _record(course, student):
+    return json.loads((course / "reports" / "replay" / f"{student}.json").read_text())
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c.sample.student for c in CORPUS])
+def test_scores(corpus_course, case):
+    scores = {s.student: s.by_grade_id for s in read_scores(f"sqlite:///{corpus_course / 'gradebook.db'}")}
+    expected = {gid: 0.0 if gid in case.zeros else spec.BY_GRADE_ID[gid].points for gid in ALL}
+    assert scores[case.sample.student] == expected
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c.sample.student for c in CORPUS])
+def test_hints_carried_and_suspicion(corpus_course, case):
+    record = _record(corpus_course, case.sample.student)
+    for gid, text in case.hints.items():
+        assert text in (record["verdicts"][gid]["hint"] or ""), record["verdicts"][gid]
+    for gid in case.carried:
+        assert record["verdicts"][gid]["carried"], gid
+        assert "your rule is right" in "\n".join(record["verdicts"][gid]["lines"])
+    # every failed gradient explains itself
+    for gid in case.zeros:
+        v = record["verdicts"][gid]
+        assert v["hint"] or len(v["lines"]) > 1, (gid, v)
+    assert bool(record["suspicious"]) == case.suspicious, record["suspicious"]
+    assert not record["problems"], record["problems"]
+
+
+def test_feedback_carries_the_replay_verdicts(corpus_course):
+    html = (corpus_course / "feedback" / "s05_equals" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.html").read_text()
+    assert "FAIL ex1_dcounts: 0/1 points" in html
+    assert "but not the part through `probs`" in html.replace("&#96;", "`")
+    assert "your rule is right; it received a wrong" in html.replace("&#96;", "`")
+
+
+def test_cheats_are_listed_for_tas(corpus_course):
+    out = subprocess.run(
+        [sys.executable, "-m", "grader.suspicious", str(corpus_course)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    listed = json.loads((corpus_course / "reports" / "suspicious.json").read_text())
+    cheats = {c.sample.student for c in CORPUS if c.suspicious}
+    assert set(listed) == cheats
+    for student in cheats:
+        assert student in out
+    assert any("reads .grad" in r for r in listed["c01_copy_grad"]["reasons"])
+    assert any("torch.autograd" in r for r in listed["c02_autograd"]["reasons"])
+    assert any("replaces torch.allclose" in r for r in listed["c03_monkeypatch"]["reasons"])
+    assert any("loads a file" in r for r in listed["c04_from_file"]["reasons"])
+    assert any("introspects the interpreter" in r for r in listed["c05_frames"]["reasons"])
+    assert any("matched autograd in the student's kernel" in r for r in listed["c03_monkeypatch"]["reasons"])
+
+
+def test_kernel_scores_are_not_trusted(corpus_course):
+    """The monkeypatching cheat passes every check in its own kernel; the gradebook holds the replay's."""
+    record = _record(corpus_course, "c03_monkeypatch")
+    kernel_fooled = [r for r in record["suspicious"] if "matched autograd in the student's kernel" in r]
+    assert len(kernel_fooled) == 24
+
+
+def test_carried_credit_is_configurable(tmp_path, names_txt):
+    """Half credit for a right rule fed a wrong input, set on the command line like any nbgrader option."""
+    course = make_course(tmp_path / "half", names_txt)
+    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+    write_submissions([c.sample for c in CORPUS if c.sample.student == "s05_equals"], course=course)
+    nbgrader(course, "autograde", "backprop_ninja", "--force", "--ReplayGrades.carried_credit=0.5")
+    scores = read_scores(f"sqlite:///{course / 'gradebook.db'}")[0].by_grade_id
+    record = _record(course, "s05_equals")
+    carried = {gid for gid, v in record["verdicts"].items() if v["carried"]}
+    # everything computed from dcounts inherits its error; db1 is zero whatever comes in
+    ex1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
+    assert carried == set(ex1[ex1.index("ex1_dcounts") + 1 :]) - {"ex1_db1"}
+    assert all(scores[gid] == 0.5 for gid in carried)
+    assert scores["ex1_dcounts"] == 0.0
+    assert scores["ex1_db1"] == 1.0
+    assert sum(scores[g] for g in ex1) == 26 - 1 - 0.5 * len(carried)

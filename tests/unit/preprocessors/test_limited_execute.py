@@ -1,0 +1,142 @@
+"""grader/preprocessors/limited_execute.py in-process, with the plain `python3` kernel (no
+sandbox): the bounds on output, time and a dying kernel. Each module fixture is one kernel
+start (four in all); the tests read what that one run left in the notebook."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+from traitlets.config import Config
+
+from grader.preprocessors import limited_execute
+from grader.preprocessors.limited_execute import LimitedExecute
+
+
+def _notebook(*sources: str):
+    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def _run(tmp, nb, **limits):
+    c = Config()
+    for k, v in limits.items():
+        setattr(c.LimitedExecute, k, v)
+    pre = LimitedExecute(config=c, kernel_name="python3", timeout=60, startup_timeout=60)
+    return pre.preprocess(nb, {"metadata": {"path": str(tmp)}})[0]
+
+
+def _stream(cell, name: str) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream" and o.name == name)
+
+
+def _errors(cell) -> list[tuple[str, str]]:
+    return [(o.ename, o.evalue) for o in cell.outputs if o.output_type == "error"]
+
+
+# ------------------------------------------------------------ one cell over max_output_bytes
+FLOOD_LIMIT = 2000
+
+
+@pytest.fixture(scope="module")
+def flooded(tmp_path_factory):
+    """Kernel start 1: a cell prints ~40 kB in many messages; the limit is 2 kB."""
+    nb = _notebook(
+        "import sys, time\nfor i in range(40):\n    print('x' * 1000, flush=True); time.sleep(0.005)",
+        "print('after')",
+    )
+    return _run(tmp_path_factory.mktemp("flood"), nb, max_output_bytes=FLOOD_LIMIT)
+
+
+def test_output_over_max_output_bytes_is_noted_on_stderr(flooded):
+    assert _stream(flooded.cells[0], "stderr") == f"\n[output truncated: over {FLOOD_LIMIT} bytes]\n"
+
+
+def test_output_over_max_output_bytes_is_truncated(flooded):
+    assert 0 < len(_stream(flooded.cells[0], "stdout")) <= FLOOD_LIMIT
+
+
+def test_the_per_cell_limit_does_not_reach_the_next_cell(flooded):
+    assert _stream(flooded.cells[1], "stdout") == "after\n"
+
+
+# ------------------------------------------------------------ submission_timeout
+@pytest.fixture(scope="module")
+def timed_out(tmp_path_factory):
+    """Kernel start 2: the kit's clock (and only the kit's) says the first cell took 1000 s
+    of the submission's 900: the second is not run."""
+    ticks = iter([0.0, 0.0])  # preprocess's start, then the first cell's check
+    clock = types.SimpleNamespace(monotonic=lambda: next(ticks, 1000.0))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(limited_execute, "time", clock)
+        return _run(
+            tmp_path_factory.mktemp("timeout"),
+            _notebook("x = 1\nprint(x)", "print('late')"),
+            submission_timeout=900,
+        )
+
+
+def test_cell_before_submission_timeout_runs(timed_out):
+    assert _stream(timed_out.cells[0], "stdout") == "1\n"
+
+
+def test_cell_after_submission_timeout_is_marked_not_run(timed_out):
+    assert _errors(timed_out.cells[1]) == [
+        ("NotRun", "this cell was not run: the submission's 900 s were used up")
+    ]
+
+
+# ------------------------------------------------------------ a kernel that dies
+@pytest.fixture(scope="module")
+def died(tmp_path_factory):
+    """Kernel start 3: the first cell ends the kernel's process."""
+    return _run(
+        tmp_path_factory.mktemp("died"),
+        _notebook("print('before')", "import os; os._exit(1)", "print('never')"),
+    )
+
+
+def test_cell_that_kills_the_kernel_gets_dead_kernel_error(died):
+    assert [e for e, _ in _errors(died.cells[1])] == ["DeadKernelError"]
+
+
+def test_cells_after_a_dead_kernel_are_marked_not_run(died):
+    assert _errors(died.cells[2]) == [
+        (
+            "NotRun",
+            "this cell was not run: the kernel died (an exit, a crash or "
+            "the memory limit) in an earlier cell",
+        )
+    ]
+
+
+def test_cells_before_a_dead_kernel_keep_their_output(died):
+    assert _stream(died.cells[0], "stdout") == "before\n"
+
+
+# ------------------------------------------------------------ max_total_output_bytes
+TOTAL_LIMIT = 1500
+
+
+@pytest.fixture(scope="module")
+def over_total(tmp_path_factory):
+    """Kernel start 4: two cells of ~1 kB each; the submission may keep 1.5 kB."""
+    return _run(
+        tmp_path_factory.mktemp("total"),
+        _notebook("print('a' * 1000)", "print('b' * 1000)"),
+        max_total_output_bytes=TOTAL_LIMIT,
+        max_output_bytes=100_000,
+    )
+
+
+def test_output_within_the_total_is_kept(over_total):
+    assert _stream(over_total.cells[0], "stdout") == "a" * 1000 + "\n"
+
+
+def test_output_past_max_total_output_bytes_is_dropped_with_a_note(over_total):
+    assert (_stream(over_total.cells[1], "stdout"), _stream(over_total.cells[1], "stderr")) == (
+        "",
+        f"\n[output dropped: the submission's outputs are over {TOTAL_LIMIT} bytes in all]\n",
+    )

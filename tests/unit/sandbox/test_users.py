@@ -1,0 +1,43 @@
+"""grader/sandbox/users.py: each sandbox a uid of its own, held while it lives (root only)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from grader.sandbox import users
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root hands out uids")
+
+
+def test_two_sandboxes_never_share_a_uid_and_a_released_one_is_free_again(monkeypatch):
+    monkeypatch.setattr(users, "COUNT", 2)
+    a, b = users.claim(), users.claim()
+    assert a.uid != b.uid and {a.uid, b.uid} <= set(users.uid_range())
+    with pytest.raises(RuntimeError, match="no free sandbox user"):
+        users.claim()
+    a.close()
+    assert users.claim().uid == a.uid
+    b.close()
+
+
+def test_a_uid_that_still_has_processes_is_not_handed_out(monkeypatch):
+    monkeypatch.setattr(users, "COUNT", 1)
+    uid = users.FIRST_UID
+    sleeper = subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "30"]
+    )
+    try:
+        for _ in range(100):  # until setpriv has changed user
+            if os.stat(f"/proc/{sleeper.pid}").st_uid == uid:
+                break
+            time.sleep(0.02)
+        with pytest.raises(RuntimeError):
+            users.claim()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    users.claim().close()

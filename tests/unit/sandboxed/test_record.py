@@ -1,0 +1,162 @@
+"""The record a replay run sends back (grader/sandboxed/record.py) and the judge's check of it
+(grader/replay/results.py) agree: one field list, and what the runner writes passes through
+encode_frame / parse_frame / check_meta unchanged."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+import torch
+
+from grader.exercise import spec
+from grader.replay import results
+from grader.replay.tensors import Expect
+from grader.sandboxed.record import RunRecord, encode_frame
+from grader.sandboxed.runner import EX1_NAMES, NoIPython, Runner
+
+EX1 = spec.ANSWER_CELLS[1]
+FIELDS = set(RunRecord.__annotations__)
+
+
+def _cell(label, kind, source, grade_id=None):
+    return {"label": label, "kind": kind, "grade_id": grade_id, "source": source, "seeded": False}
+
+
+PLAN = {
+    "cells": [
+        _cell("setup", "locked", "import torch\nn = 4"),
+        _cell(
+            EX1,
+            "answer",
+            "dlogprobs = torch.ones(2, 3)\ndprobs = not_defined_anywhere\ndh = None\ndW2 = 'text'",
+            EX1,
+        ),
+        _cell("mine", "added", "extra = 1"),
+    ],
+    "first_answer": 1,
+    "data_dir": ".",
+    "train_seed": 1,
+    "train_steps": 0,
+    "statement_seconds": 5.0,
+    "run_tmp_mb": 16,
+}
+INPUTS = {"ex4": {}, "train": {}, "inject": {}}
+# by hand: the main run's snapshot of exercise 1's answer cell, all (2, 3)
+EXPECTED = {f"{EX1}/{name}": Expect((2, 3), False, 6) for name in EX1_NAMES}
+
+
+def _main_run():
+    """One "main" run in this process, finished as grader/sandboxed/server.py finishes it."""
+    checkpoints = []
+    runner = Runner(
+        PLAN,
+        INPUTS,
+        checkpoint=lambda record, tensors: checkpoints.append(
+            (json.loads(json.dumps(record)), dict(tensors))
+        ),
+    )
+    old = signal.signal(signal.SIGALRM, runner.on_alarm)
+    try:
+        t0 = time.perf_counter()
+        ns = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
+        record, tensors = runner.run(ns, "main")
+        record["errors"] = runner.errors
+        record["seconds"] = time.perf_counter() - t0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    return record, tensors, checkpoints
+
+
+@pytest.fixture(scope="module")
+def main_run():
+    return _main_run()
+
+
+def _as_json(record):
+    return json.loads(json.dumps(record, default=str))
+
+
+# ------------------------------------------------------------ one field list
+def test_run_record_fields_are_schema_and_values():
+    assert set(results.SCHEMA) | {"values"} == FIELDS
+
+
+def test_runner_writes_only_declared_fields(main_run):
+    record, _, _ = main_run
+    assert set(record) - FIELDS == set()
+
+
+def test_the_trivial_plan_exercises_most_fields(main_run):
+    record, _, _ = main_run
+    assert {"values", "names", "aliases", "n_at", "errors", "ex4_error", "seconds"} <= set(record)
+
+
+# ------------------------------------------------------------ the round trip
+def test_runners_record_passes_check_meta_unchanged(main_run):
+    record, tensors, _ = main_run
+    result = results.parse_frame(encode_frame(record, tensors), "ok", EXPECTED)
+    assert (result.status, result.meta) == ("ok", _as_json(record))
+
+
+def test_runners_tensors_arrive(main_run):
+    record, tensors, _ = main_run
+    result = results.parse_frame(encode_frame(record, tensors), "ok", EXPECTED)
+    assert (set(result.tensors), result.rejected) == ({f"{EX1}/dlogprobs"}, {}) and torch.equal(
+        result.tensors[f"{EX1}/dlogprobs"], torch.ones(2, 3)
+    )
+
+
+def test_runners_values_read_back_as_the_judge_sees_them(main_run):
+    record, tensors, _ = main_run
+    result = results.parse_frame(encode_frame(record, tensors), "ok", EXPECTED)
+    missing, none, other = (result.value(f"{EX1}/{n}") for n in ("dprobs", "dh", "dW2"))
+    assert (missing is results.MISSING, none is None, type(other).__name__, other.type_name) == (
+        True,
+        True,
+        "Foreign",
+        "str",
+    )
+
+
+def test_the_failed_statement_is_in_the_errors(main_run):
+    record, tensors, _ = main_run
+    result = results.parse_frame(encode_frame(record, tensors), "ok", EXPECTED)
+    assert result.meta["errors"] == [
+        {
+            "cell": EX1,
+            "line": 2,
+            "assigns": ["dprobs"],
+            "error": "NameError: name 'not_defined_anywhere' is not defined",
+        }
+    ]
+
+
+def test_a_checkpoint_passes_check_meta_unchanged(main_run):
+    _, _, checkpoints = main_run
+    record, tensors = checkpoints[0]
+    result = results.parse_frame(encode_frame(record, tensors), "ok", EXPECTED)
+    assert result.meta == record and record["partial"] is True
+
+
+# ------------------------------------------------------------ the check can refuse
+def test_an_undeclared_key_is_dropped(main_run):
+    record, tensors, _ = main_run
+    result = results.parse_frame(encode_frame(dict(record, verdict="full marks"), tensors), "ok", EXPECTED)
+    assert "verdict" not in result.meta
+
+
+def test_a_value_key_the_judge_does_not_expect_is_dropped(main_run):
+    record, tensors, _ = main_run
+    only = {f"{EX1}/dh": EXPECTED[f"{EX1}/dh"]}
+    result = results.parse_frame(encode_frame(record, tensors), "ok", only)
+    assert set(result.meta["values"]) == {f"{EX1}/dh"}
+
+
+def test_a_field_of_the_wrong_type_costs_the_run(main_run):
+    record, tensors, _ = main_run
+    result = results.parse_frame(encode_frame(dict(record, seconds="fast"), tensors), "ok", EXPECTED)
+    assert (result.meta, result.status) == ({}, "returned an unusable result (seconds is not a duration)")

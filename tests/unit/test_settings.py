@@ -1,0 +1,122 @@
+"""grader/settings.py: environment variables with typed defaults, every one the kit reads
+listed once, and where the per-student records go."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from grader import settings
+from grader.exercise import data
+from grader.sandbox.bwrap import Limits
+
+GRADER = Path(settings.__file__).resolve().parent
+NAMES = sorted(settings.ENVIRONMENT)
+# a whole variable name; a bare "BACKPROP_NINJA_" prefix (os.environ filters) is not one
+ENV_NAME = re.compile(r"\bBACKPROP_NINJA_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+# ------------------------------------------------------------ env()
+@pytest.mark.parametrize("name", NAMES)
+def test_env_unset_is_the_default(name, monkeypatch):
+    monkeypatch.delenv(name, raising=False)
+    assert settings.env(name) == settings.ENVIRONMENT[name][0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_env_empty_is_the_default(name, monkeypatch):
+    monkeypatch.setenv(name, "")
+    assert settings.env(name) == settings.ENVIRONMENT[name][0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_env_set_has_the_defaults_type(name, monkeypatch):
+    monkeypatch.setenv(name, "7")
+    default = settings.ENVIRONMENT[name][0]
+    value = settings.env(name)
+    assert (type(value), value) == (type(default), type(default)("7"))
+
+
+def test_env_float_from_an_integer_string(monkeypatch):
+    monkeypatch.setenv("BACKPROP_NINJA_STATEMENT_SECONDS", "3")
+    assert repr(settings.env("BACKPROP_NINJA_STATEMENT_SECONDS")) == "3.0"
+
+
+def test_env_unknown_name_is_an_error():
+    with pytest.raises(KeyError):
+        settings.env("BACKPROP_NINJA_NOT_A_SETTING")
+
+
+def test_every_environment_entry_says_what_it_bounds():
+    assert [n for n, (_, what) in settings.ENVIRONMENT.items() if not what.strip()] == []
+
+
+# ------------------------------------------------------------ ENVIRONMENT lists them all
+def _kit_sources():
+    return sorted(p for p in GRADER.rglob("*") if p.is_file() and p.suffix in (".py", ".json"))
+
+
+def test_the_grep_finds_the_kits_variables():
+    used = {m for p in _kit_sources() for m in ENV_NAME.findall(p.read_text())}
+    assert "BACKPROP_NINJA_FIRST_UID" in used
+
+
+def test_every_backprop_ninja_variable_in_grader_is_in_environment():
+    used = {m for p in _kit_sources() for m in ENV_NAME.findall(p.read_text())}
+    assert used - set(settings.ENVIRONMENT) == set()
+
+
+def test_every_sandbox_limit_field_is_an_environment_variable():
+    """Limits builds its names as BACKPROP_NINJA_<FIELD> (the grep cannot see them)."""
+    names = {f"BACKPROP_NINJA_{f.name.upper()}" for f in dataclasses.fields(Limits)}
+    assert names - set(settings.ENVIRONMENT) == set()
+
+
+def test_names_txt_variable_is_in_environment():
+    assert data.ENV_VAR in settings.ENVIRONMENT
+
+
+def test_the_sandboxed_side_reads_no_setting():
+    """The module docstring: grader/sandboxed/ gets its values in the replay plan."""
+    hits = {
+        p.name
+        for p in (GRADER / "sandboxed").rglob("*.py")
+        if ENV_NAME.search(p.read_text())
+        or "grader.settings" in p.read_text()
+        or re.search(r"from \.\.settings|from \.\. import settings", p.read_text())
+    }
+    assert hits == set()
+
+
+# ------------------------------------------------------------ report_dir()
+@pytest.fixture(autouse=True)
+def _no_running_app(monkeypatch):
+    """report_dir() prefers a running nbgrader's configuration: these tests read the file."""
+    from traitlets.config import Application
+
+    monkeypatch.setattr(Application, "initialized", classmethod(lambda cls: False))
+
+
+def test_report_dir_defaults_to_reports_without_a_config(tmp_path):
+    assert settings.report_dir(tmp_path) == tmp_path / "reports"
+
+
+def test_report_dir_defaults_to_reports_when_the_config_does_not_set_it(tmp_path):
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.CourseDirectory.course_id = 'x'\n")
+    assert settings.report_dir(tmp_path) == tmp_path / "reports"
+
+
+def test_report_dir_honours_the_courses_nbgrader_config(tmp_path):
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\nc.ReplayGrades.report_dir = 'elsewhere'\n"
+    )
+    assert settings.report_dir(tmp_path) == tmp_path / "elsewhere"
+
+
+def test_report_dir_default_is_the_traits_default():
+    from grader.preprocessors.replay_grades import ReplayGrades
+
+    assert ReplayGrades.class_traits()["report_dir"].default_value == settings.REPORT_DIR == "reports"

@@ -1,0 +1,113 @@
+"""grader/verdicts/scan.py: the static scan flags autograd and dynamic tricks, and leaves the lecture's
+honest solutions alone (a flag lists a submission for a TA, so false alarms cost time)."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from grader.course.submissions import reference_answers
+from grader.exercise import spec
+from grader.verdicts.scan import scan_source
+
+from conftest import ROOT
+from corpus import ONEHOT_EX1, OWN_CONSTANTS, VECTORISED_EX1, VECTORISED_EX4
+
+SOURCE_NB = ROOT / "source" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+
+CHEATS = [
+    ("dW1 = W1.grad", "reads .grad"),
+    ("loss.backward()", "calls .backward()"),
+    ("t.retain_grad()", "calls .retain_grad()"),
+    ("p.requires_grad = True", "sets requires_grad"),
+    ("gs = torch.autograd.grad(loss, [W1])", "uses torch.autograd"),
+    ("from torch.autograd import grad", "imports torch.autograd"),
+    ("with torch.enable_grad():\n    pass", "uses torch.enable_grad"),
+    ("torch.set_grad_enabled(True)", "uses torch.set_grad_enabled"),
+    ("dW1 = torch.func.grad(f)(W1)", "uses torch.func"),
+    ("import functorch", "imports functorch"),
+    ('dW1 = getattr(W1, "gr" + "ad")', "calls getattr() with a computed name"),
+    ('dW1 = getattr(W1, "grad")', "reads .grad"),
+    ('exec("dW1 = W1.gr" + "ad")', "calls exec()"),
+    ('dW1 = eval("W1")', "calls eval()"),
+    ('os = __import__("os")', "calls __import__()"),
+    ("import importlib", "imports importlib"),
+    ('secret = open("/etc/passwd").read()', "opens a file outside the submission folder"),
+    ('open("../../../source/x.ipynb")', "opens a file outside the submission folder"),
+    ("open(path)", "opens a file outside the submission folder"),
+    ('open("answers.txt")', "opens a file"),
+    ('answers = torch.load("answers.pt")', "loads a file"),
+    ("globals().update(answers)", "touches globals()"),
+    ("torch.allclose = lambda *a: True", "replaces torch.allclose"),
+]
+
+
+@pytest.mark.parametrize("source,what", CHEATS, ids=[c[0][:40] for c in CHEATS])
+def test_flags(source, what):
+    found = scan_source("ex1_solution", source)
+    assert any(what == f.what for f in found), [f.what for f in found]
+    assert all(f.cell == "ex1_solution" and f.line == 1 for f in found)
+
+
+def test_flags_inside_an_honest_answer():
+    honest = VECTORISED_EX1.strip("\n").split("\n")
+    source = "\n".join(honest[:3] + ["dprobs = probs.grad.clone()"] + honest[3:])
+    found = scan_source("ex1_solution", source)
+    assert [(f.line, f.what) for f in found] == [(4, "reads .grad")]
+
+
+def test_honest_reference_answers_are_not_flagged():
+    answers = reference_answers(nbformat.read(SOURCE_NB, 4))
+    assert set(answers) == set(spec.ANSWER_CELLS.values())
+    for gid, source in answers.items():
+        assert source.strip(), gid
+        assert scan_source(gid, source) == [], gid
+
+
+@pytest.mark.parametrize(
+    "source",
+    [VECTORISED_EX1, ONEHOT_EX1, OWN_CONSTANTS, VECTORISED_EX4],
+    ids=["vectorised_ex1", "onehot_ex1", "own_constants", "vectorised_ex4"],
+)
+def test_corpus_honest_answers_are_not_flagged(source):
+    assert scan_source("ex1_solution", source) == []
+
+
+def test_magics_do_not_break_parsing():
+    assert scan_source("c", "%time x = 1\ny = 2\n!ls") == []
+    found = scan_source("c", "%time x = 1\ny = x.grad")
+    assert [(f.line, f.what) for f in found] == [(2, "reads .grad")]
+    assert scan_source("c", "%%bash\nx = W1.grad") == []  # a cell magic whose body is not Python
+    assert [(f.line, f.what) for f in scan_source("c", "%%time\nx = W1.grad")] == [(2, "reads .grad")]
+
+
+def test_a_syntax_error_is_one_finding():
+    found = scan_source(
+        "ex2_solution", "dlogits = F.softmax(logits, 1)\nx = W1.grad\ndlogits[range(n), Yb -= 1"
+    )
+    assert len(found) == 1
+    assert found[0].what == "does not parse"
+    assert found[0].line == 3 and found[0].cell == "ex2_solution"
+
+
+def test_findings_carry_line_numbers_and_code():
+    source = "a = 1\n\nb = t.grad\n# comment\nloss.backward()\nimport importlib\n"
+    found = scan_source("ex3_solution", source)
+    assert [(f.line, f.what) for f in found] == [
+        (3, "reads .grad"),
+        (5, "calls .backward()"),
+        (6, "imports importlib"),
+    ]
+    assert [f.code for f in found] == ["b = t.grad", "loss.backward()", "import importlib"]
+    assert found[0].text() == "ex3_solution, line 3: reads .grad: b = t.grad"
+
+
+def test_what_is_suspicious_depends_on_where():
+    """Autograd, a file of its own and globals() are normal in a student's checking cell,
+    suspicious in an answer cell; tampering and paths outside the folder are suspicious anywhere."""
+    mine = "your cell after forward"
+    for source in ("print(W1.grad)", "words = open('names.txt').read()", "print(globals().keys())"):
+        assert not any(f.serious for f in scan_source(mine, source)), source
+        assert all(f.serious for f in scan_source("ex1_solution", source)), source
+    for source in ("import ctypes", "torch.allclose = None", "open('../../../gradebook.db')", "exec('x=1')"):
+        assert any(f.serious for f in scan_source(mine, source)), source
