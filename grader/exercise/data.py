@@ -1,15 +1,15 @@
-"""Obtain makemore's ``names.txt`` (32,033 lowercase names, one a line).
+"""Obtain makemore's `names.txt` (32,033 lowercase names, one a line).
 
 Order of preference:
 
-1. a file the user points at (``source=`` or the ``NAMES_TXT`` environment
+1. a file the user points at (`source=` or the `NAMES_TXT` environment
    variable); a missing file is an error, never a silent fall-through;
-2. a download from ``NAMES_URL``, accepted only if its sha256 is ``NAMES_SHA256``;
-3. an offline substitute built from the PyPI package ``names`` (census first
+2. a download from `NAMES_URL`, accepted only if its sha256 is `NAMES_SHA256`;
+3. an offline substitute built from the PyPI package `names` (census first
    names), announced with a loud warning because the lecture's numbers will
    not reproduce with it.
 
-CLI: ``python -m grader.data DEST [--source PATH] [--url URL] [--timeout S]``.
+CLI: `python -m grader.data DEST [--source PATH] [--url URL] [--timeout S]`.
 """
 
 from __future__ import annotations
@@ -99,10 +99,10 @@ def download_names(
     sha256: str = NAMES_SHA256,
     timeout: float = 20.0,
 ) -> Path:
-    """Download ``url`` to ``dest`` if its sha256 matches; return ``dest``.
+    """Download `url` to `dest` if its sha256 matches; return `dest`.
 
     Raises DownloadError if the transfer fails and ChecksumMismatch if the
-    content is wrong; in both cases ``dest`` is left as it was.
+    content is wrong; in both cases `dest` is left as it was.
     """
     dest = Path(dest)
     request = urllib.request.Request(url, headers={"User-Agent": "grader-kit"})
@@ -151,9 +151,9 @@ def _warn_fallback(reason: str | None, n_names: int) -> None:
 
 
 def fallback_names(dest: Path, *, reason: str | None = None) -> Path:
-    """Write a substitute names list to ``dest`` from census first names.
+    """Write a substitute names list to `dest` from census first names.
 
-    Always warns on stderr (with ``reason`` if given): this is not the
+    Always warns on stderr (with `reason` if given): this is not the
     lecture's data set.
     """
     dest = Path(dest)
@@ -186,9 +186,9 @@ def ensure_names(
     url: str = NAMES_URL,
     timeout: float = 20.0,
 ) -> NamesFile:
-    """Make sure ``dest`` holds a names list and say where it came from.
+    """Make sure `dest` holds a names list and say where it came from.
 
-    ``source`` (or $NAMES_TXT) wins and must exist. Otherwise a ``dest`` that
+    `source` (or $NAMES_TXT) wins and must exist. Otherwise a `dest` that
     already is the lecture file is kept; anything else there (e.g. an earlier
     fallback) is replaced by a download, or by the fallback if that fails.
     """

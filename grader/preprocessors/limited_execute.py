@@ -13,7 +13,8 @@ import shutil
 import time
 
 from nbclient.exceptions import DeadKernelError
-from nbformat.notebooknode import from_dict
+from nbconvert.exporters.exporter import ResourcesDict
+from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.preprocessors import Execute
 from traitlets import Integer
 
@@ -48,7 +49,9 @@ class LimitedExecute(Execute):
         "cells included); past it, outputs are dropped with a note.",
     ).tag(config=True)
 
-    def preprocess(self, nb, resources=None, km=None):
+    def preprocess(
+        self, nb: NotebookNode, resources: ResourcesDict | None = None, km=None
+    ) -> tuple[NotebookNode, ResourcesDict]:
         self._started, self._dead, self._sizes, self._total, self._noted = (
             time.monotonic(),
             None,
@@ -86,7 +89,9 @@ class LimitedExecute(Execute):
             km.ip = str(self._kernel_home / "ipc" / "kernel")
         return km
 
-    def preprocess_cell(self, cell, resources, index):
+    def preprocess_cell(
+        self, cell: NotebookNode, resources: ResourcesDict, index: int
+    ) -> tuple[NotebookNode, ResourcesDict]:
         if cell.cell_type != "code":
             return cell, resources
         left = self.submission_timeout - (time.monotonic() - self._started)

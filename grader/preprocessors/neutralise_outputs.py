@@ -27,6 +27,8 @@ from ..course.quote import for_log
 from ..exercise.cells import nbgrader_meta
 from .rebuild_from_source import NOTE_MARK
 
+__all__ = ["NeutraliseOutputs", "literal_markdown"]
+
 # Tables and plain formatting: none of these can load or run anything.
 HTML_TAGS = [
     "table",

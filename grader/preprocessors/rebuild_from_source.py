@@ -23,6 +23,7 @@ from ..course.intake import notes_for
 from ..course.quote import for_log, for_markdown
 from ..exercise.cells import nbgrader_meta
 
+__all__ = ["NOTE_MARK", "RebuildFromSource", "rebuild"]
 NOTE_MARK = "backprop_ninja_rebuild_note"
 
 
@@ -129,7 +130,7 @@ def _note_cell(earlier: list[str], notes: list[str]) -> NotebookNode:
 class RebuildFromSource(NbGraderPreprocessor):
     """Sanitize step: run before nbgrader's OverwriteCells."""
 
-    def preprocess(self, nb: NotebookNode, resources: ResourcesDict):
+    def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
         info = resources["nbgrader"]
         coursedir = CourseDirectory(config=self.config)
         path = (
