@@ -16,6 +16,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from grader.exercise.spec import BLOCK_SIZE
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 JUDGE_SEED = 1234  # the `fresh` fixture's JudgeSettings.seed
@@ -61,6 +63,14 @@ def manual_backward(
         for j in range(Xb.shape[1]):
             dC[Xb[k, j]] += demb[k, j]
     return [dC, dW1, db1, dW2, db2, dbngain, dbnbias]
+
+
+def synthetic_batch(seed: int, batch_size: int, vocab_size: int = 27):
+    """A batch of random contexts and labels (shapes as the lecture's), independent of names.txt."""
+    g = torch.Generator().manual_seed(seed + 1)
+    Xb = torch.randint(0, vocab_size, (batch_size, BLOCK_SIZE), generator=g)
+    Yb = torch.randint(0, vocab_size, (batch_size,), generator=g)
+    return Xb, Yb
 
 
 def find_names_txt() -> Path | None:

@@ -13,14 +13,9 @@ import torch
 from grader.exercise import network
 from grader.reference import steps
 
+from conftest import synthetic_batch
+
 OTHER_SEEDS = [0, 42, 1337]
-
-
-def synthetic_batch(seed: int, batch_size: int, vocab_size: int = 27):
-    g = torch.Generator().manual_seed(seed + 1)
-    Xb = torch.randint(0, vocab_size, (batch_size, network.BLOCK_SIZE), generator=g)
-    Yb = torch.randint(0, vocab_size, (batch_size,), generator=g)
-    return Xb, Yb
 
 
 def test_constants_are_specs():

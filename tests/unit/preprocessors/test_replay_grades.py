@@ -22,6 +22,8 @@ from grader.exercise import spec
 from grader.exercise.verdict import Verdict
 from grader.preprocessors.replay_grades import ReplayGrades, verdict_outputs
 
+from conftest import find_names_txt
+
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE_NB = ROOT / "source" / "backprop_ninja" / "backprop_ninja.ipynb"
 RELEASE_NB = ROOT / "release" / "backprop_ninja" / "backprop_ninja.ipynb"
@@ -127,7 +129,7 @@ def test_verdict_outputs_validate_as_notebook_outputs():
 # ------------------------------------------------------------ (d) one real replay
 @pytest.fixture(scope="module")
 def reference_replay(tmp_path_factory):
-    names = _names_txt()
+    names = find_names_txt()
     if names is None:
         pytest.skip("names.txt not found: set NAMES_TXT")
     if not RELEASE_NB.is_file():
@@ -144,19 +146,6 @@ def reference_replay(tmp_path_factory):
     resources = {"nbgrader": {"student": "u1", "assignment": spec.ASSIGNMENT}}
     out, _ = ReplayGrades(config=c).preprocess(nb, resources)
     return course, out
-
-
-def _names_txt() -> Path | None:
-    import os
-
-    for p in (
-        os.environ.get("NAMES_TXT"),
-        ROOT.parent / "shared" / "names.txt",
-        ROOT / "source" / "backprop_ninja" / "names.txt",
-    ):
-        if p and Path(p).is_file():
-            return Path(p)
-    return None
 
 
 def test_reference_solution_every_graded_cell_says_pass(reference_replay):

@@ -12,19 +12,14 @@ import torch
 from grader.exercise import network, spec
 from grader.reference import steps
 
+from conftest import synthetic_batch
+
 # Exercise 1's order, as the grader (and the notebook) walks it.
 EX1_ORDER = [g.target for g in spec.GRADIENTS if g.exercise == 1]
 STEP_OUTPUTS = [s.out for s in steps.STEPS if s.out != "loss"]
 # Tensors the forward pass reads twice: their gradient is the sum of two branches.
 USED_TWICE = ["counts", "bndiff", "hprebn", "logits"]
 OTHER_SEEDS = [0, 42, 1337]
-
-
-def synthetic_batch(seed: int, batch_size: int, vocab_size: int = 27):
-    g = torch.Generator().manual_seed(seed + 1)
-    Xb = torch.randint(0, vocab_size, (batch_size, network.BLOCK_SIZE), generator=g)
-    Yb = torch.randint(0, vocab_size, (batch_size,), generator=g)
-    return Xb, Yb
 
 
 def both_grads(params, Xb, Yb):
