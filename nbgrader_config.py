@@ -14,7 +14,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 c.CourseDirectory.root = HERE
 c.CourseDirectory.course_id = "backprop_ninja"
-c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")
+# timeout: with several workers, a writer waits for the lock instead of failing ("database is locked")
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db") + "?timeout=120"
 
 # names.txt travels with the notebook: the release step copies it, autograde restores it.
 # Files a browser would run (HTML, SVG, ...) are not copied either: the formgrader serves a

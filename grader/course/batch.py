@@ -1,9 +1,10 @@
-"""The TA's one command for a class: `python -m grader.batch [--force]` from the course root.
+"""The TA's one command for a class: `python -m grader.batch [COURSE] [--workers N] [--force]`.
 
-1. Preflight every submission (grader/preflight.py), so a broken file costs only its student.
+1. Preflight every submission (preflight.py), so a broken file costs only its student.
 2. Resume: a submission whose grading was interrupted (its autograded folder has no
    notebook yet) is graded again; finished ones are kept unless --force.
-3. `nbgrader autograde` itself (the grades are nbgrader's, with the kit's configuration).
+3. `nbgrader autograde` itself, on all cores (workers.py): the grades are nbgrader's, with the
+   kit's configuration; a live bar shows progress, reports/autograde.log has a line each.
 4. A summary: who was graded, who was not and why (also reports/batch.json).
 """
 
@@ -12,55 +13,58 @@ from __future__ import annotations
 import argparse
 import html
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from ..exercise import spec
 from ..settings import report_dir
 from . import intake
+from . import workers as workers_mod
 from .preflight import check_submission
+from .progress import Progress
 from .quote import for_log
 
 
-def run(course: Path, *, force: bool = False, nbgrader_args: list[str] = ()) -> dict:
-    submitted = course / "submitted"
-    students = (
-        sorted(
-            p.name
-            for p in submitted.iterdir()
-            if (p / spec.ASSIGNMENT).is_dir() or (p / spec.ASSIGNMENT).is_symlink()
-        )
-        if submitted.is_dir()
-        else []
-    )
-    release_nb = course / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
-    summary: dict = {"students": {}}
-    for student in students:
-        folder = submitted / student / spec.ASSIGNMENT
-        notes = intake.replace_non_regular(folder, release_nb)  # before anything reads or copies it
-        notes += check_submission(folder, spec.NOTEBOOK, release_nb).notes
-        intake.save_notes(course, student, notes)
-        summary["students"][student] = {"preflight": notes}
-        done = course / "autograded" / student / spec.ASSIGNMENT
-        if done.is_dir() and not (done / f"{spec.NOTEBOOK}.ipynb").exists():
-            shutil.rmtree(done)  # interrupted half-way: grade it again
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    cmd = (
-        [str(Path(sys.executable).parent / "nbgrader"), "autograde", spec.ASSIGNMENT]
-        + (["--force"] if force else [])
-        + list(nbgrader_args)
-    )
+def run(
+    course: Path,
+    *,
+    force: bool = False,
+    nbgrader_args: list[str] = (),
+    workers: int | None = None,
+    quiet: bool = False,
+) -> dict:
+    students = _students(course)
+    summary: dict = {"students": {s: {"preflight": _preflight(course, s)} for s in students}}
+    todo = [s for s in students if force or not workers_mod.autograded_notebook(course, s).exists()]
+    for student in todo:  # interrupted half-way, or to be graded again: nothing of before is kept
+        shutil.rmtree(course / "autograded" / student / spec.ASSIGNMENT, ignore_errors=True)
     reports = report_dir(course)
-    reports.mkdir(parents=True, exist_ok=True)
-    with open(reports / "autograde.log", "w") as log:
-        code = subprocess.run(cmd, cwd=course, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
-    summary["nbgrader_exit"] = code
+    (reports / "autograde").mkdir(parents=True, exist_ok=True)
+    log = reports / "autograde.log"
+    log.write_text("")
+    n = workers or workers_mod.default_workers()
+    progress = Progress(len(todo), log=log, quiet=quiet)
+    progress.note(
+        f"{len(todo)} to grade, {len(students) - len(todo)} graded before; {min(n, len(todo))} workers"
+    )
+    try:
+        workers_mod.grade(
+            course,
+            todo,
+            students,
+            workers=n,
+            force=force,
+            extra=list(nbgrader_args),
+            logs=reports / "autograde",
+            progress=progress,
+        )
+    finally:
+        summary["seconds"] = round(progress.close(), 1)
+        _append_worker_logs(log, reports / "autograde")
+    summary["workers"] = n
     for student, info in summary["students"].items():
-        graded = (course / "autograded" / student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb").exists()
-        info["graded"] = graded
+        info["graded"] = workers_mod.autograded_notebook(course, student).exists()
         record = reports / "replay" / f"{student}.json"
         if record.exists():
             info["problems"] = json.loads(record.read_text()).get("problems", [])
@@ -68,13 +72,47 @@ def run(course: Path, *, force: bool = False, nbgrader_args: list[str] = ()) -> 
     return summary
 
 
+def _students(course: Path) -> list[str]:
+    submitted = course / "submitted"
+    if not submitted.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in submitted.iterdir()
+        if (p / spec.ASSIGNMENT).is_dir() or (p / spec.ASSIGNMENT).is_symlink()
+    )
+
+
+def _preflight(course: Path, student: str) -> list[str]:
+    folder = course / "submitted" / student / spec.ASSIGNMENT
+    release_nb = course / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+    notes = intake.replace_non_regular(folder, release_nb)  # before anything reads or copies it
+    notes += check_submission(folder, spec.NOTEBOOK, release_nb).notes
+    intake.save_notes(course, student, notes)
+    return notes
+
+
+def _append_worker_logs(log: Path, folder: Path) -> None:
+    """nbgrader's own output, after the one-line-per-submission part."""
+    with open(log, "a") as out:
+        for part in sorted(folder.glob("worker-*.log")):
+            out.write(f"\n===== nbgrader output: {part.name} =====\n")
+            out.write(part.read_text(errors="replace"))
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("course", nargs="?", default=".")
     ap.add_argument("--force", action="store_true", help="grade every submission again")
+    ap.add_argument("--workers", type=int, default=None, help="parallel graders (default: all cores)")
+    ap.add_argument("--quiet", action="store_true", help="plain lines instead of a progress bar")
     args, extra = ap.parse_known_args(argv)  # anything else goes to nbgrader (--Execute.timeout=...)
     course = Path(args.course).resolve()
-    summary = run(course, force=args.force, nbgrader_args=extra)
+    try:
+        summary = run(course, force=args.force, nbgrader_args=extra, workers=args.workers, quiet=args.quiet)
+    except KeyboardInterrupt:
+        print("stopped: run the same command again to grade the rest", file=sys.stderr)
+        return 130
     log = report_dir(course) / "autograde.log"
     for student, info in summary["students"].items():
         state = "graded" if info["graded"] else f"NOT GRADED (see {log})"

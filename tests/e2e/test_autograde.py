@@ -100,3 +100,72 @@ def test_report_table(graded_course):
     assert lines[2].split() == ["alice", "26", "2", "2", "8", "38"]
     assert lines[3].split() == ["bob", "25", "2", "0", "8", "35"]
     assert lines[-1].split() == ["erin", "0", "0", "0", "0", "0"]
+
+
+# ---------------------------------------------------------------- the parallel batch
+def _cells(path):
+    """What a TA or student sees of an autograded notebook: each cell's source and outputs,
+    without execution counts and timing; consecutive stream outputs joined (how a kernel's
+    stdout is split into chunks depends on when it is flushed)."""
+    import json
+
+    out = []
+    for c in json.loads(path.read_text())["cells"]:
+        shown: list[list] = []
+        for o in c.get("outputs", []):
+            kind = o["output_type"] + ":" + o.get("name", "")
+            text = o.get("text") or o.get("data", {}).get("text/plain") or o.get("ename")
+            text = "".join(text) if isinstance(text, list) else text
+            if shown and kind.startswith("stream") and shown[-1][0] == kind:
+                shown[-1][1] += text
+            else:
+                shown.append([kind, text])
+        out.append((c["cell_type"], "".join(c["source"]), shown))
+    return out
+
+
+@pytest.fixture(scope="module")
+def batch_course(tmp_path_factory, names_txt, graded_course):
+    """The same class graded by `python -m grader.batch --workers 2`, in a course of its own."""
+    import shutil
+    import subprocess
+    import sys
+
+    from conftest import make_course
+
+    course = make_course(tmp_path_factory.mktemp("batch"), names_txt)
+    shutil.copytree(graded_course / "release", course / "release")
+    shutil.copytree(graded_course / "submitted", course / "submitted")
+    shutil.copy(graded_course / "gradebook.db", course / "gradebook.db")  # assignment and students known
+    proc = subprocess.run(
+        [sys.executable, "-m", "grader.batch", str(course), "--workers", "2", "--quiet", "--force"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return course, proc
+
+
+def test_parallel_batch_gives_nbgraders_grades(graded_course, batch_course):
+    course, _ = batch_course
+    db = lambda c: f"sqlite:///{c / 'gradebook.db'}"  # noqa: E731
+    assert {s.student: s.by_grade_id for s in read_scores(db(course))} == {
+        s.student: s.by_grade_id for s in read_scores(db(graded_course))
+    }
+
+
+def test_parallel_batch_gives_nbgraders_notebooks(graded_course, batch_course):
+    course, _ = batch_course
+    for sample in DEMO:
+        rel = f"autograded/{sample.student}/{spec.ASSIGNMENT}/{spec.NOTEBOOK}.ipynb"
+        assert _cells(course / rel) == _cells(graded_course / rel), sample.student
+
+
+def test_parallel_batch_reports_each_submission(batch_course):
+    course, proc = batch_course
+    log = (course / "reports" / "autograde.log").read_text()
+    for sample in DEMO:
+        assert f"graded {sample.student} (" in log
+        assert f"{sample.student}: graded" in proc.stdout
+    assert "===== nbgrader output: worker-1-1.log =====" in log  # two workers' own logs follow

@@ -1,0 +1,142 @@
+"""Grading a class on all cores: N `nbgrader autograde` processes side by side, each on its
+share of the students, with the kit's configuration (each submission keeps its own sandbox,
+its own uid and its own limits). The grades land in nbgrader's gradebook as with one process.
+
+A share is a list of students; where it runs is this module's only concern, so a cluster
+backend replaces `_start` and `_finished`, not the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..exercise import spec
+from .progress import Progress
+
+
+@dataclass
+class Share:
+    students: list[str]
+    log: Path
+    proc: subprocess.Popen | None = None
+    pending: set[str] = field(default_factory=set)
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def split(students: list[str], n: int) -> list[list[str]]:
+    """Round robin, so each share gets early and late names alike."""
+    n = max(1, min(n, len(students)))
+    return [students[k::n] for k in range(n)]
+
+
+def autograded_notebook(course: Path, student: str) -> Path:
+    return course / "autograded" / student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+
+
+def nbgrader_command(share: list[str], everyone: list[str], *, force: bool, extra: list[str]) -> list[str]:
+    others = sorted(set(everyone) - set(share))
+    cmd = [str(Path(sys.executable).parent / "nbgrader"), "autograde", spec.ASSIGNMENT]
+    if others:  # nbgrader takes a glob to include and a comma-separated list to exclude
+        cmd.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
+    return cmd + (["--force"] if force else []) + list(extra)
+
+
+def grade(
+    course: Path,
+    students: list[str],
+    everyone: list[str],
+    *,
+    workers: int,
+    force: bool,
+    extra: list[str],
+    logs: Path,
+    progress: Progress,
+) -> set[str]:
+    """Grade `students` with `workers` processes; a submission whose process failed is tried
+    once more. Returns the students graded."""
+    graded: set[str] = set()
+    todo = list(students)
+    for attempt in (1, 2):
+        if not todo:
+            break
+        shares = [Share(s, logs / f"worker-{attempt}-{k}.log") for k, s in enumerate(split(todo, workers))]
+        graded |= _run(
+            course,
+            shares,
+            everyone,
+            force=force or attempt > 1,
+            extra=extra,
+            progress=progress,
+            final=attempt == 2,
+        )
+        todo = [s for s in todo if s not in graded]
+        if todo and attempt == 1:
+            progress.note(f"{len(todo)} not graded: trying them once more")
+    return graded
+
+
+def _run(course, shares, everyone, *, force, extra, progress, final) -> set[str]:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    graded: set[str] = set()
+    try:
+        for share in shares:
+            _start(course, share, everyone, env, force=force, extra=extra)
+        while any(share.proc is not None for share in shares):
+            for share in shares:
+                graded |= _finished(course, share, progress, final)
+            time.sleep(0.3)
+    except KeyboardInterrupt:
+        for share in shares:
+            _stop(share)
+        raise
+    return graded
+
+
+def _start(course: Path, share: Share, everyone: list[str], env: dict, *, force: bool, extra: list[str]):
+    share.pending = set(share.students)
+    share.log.parent.mkdir(parents=True, exist_ok=True)
+    with open(share.log, "w") as log:
+        share.proc = subprocess.Popen(
+            nbgrader_command(share.students, everyone, force=force, extra=extra),
+            cwd=course,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _finished(course: Path, share: Share, progress: Progress, final: bool) -> set[str]:
+    """The students of this share graded since the last look; when its process has ended,
+    the rest failed."""
+    if share.proc is None:
+        return set()
+    ended = share.proc.poll() is not None  # before looking: a notebook written last still counts
+    done = {s for s in share.pending if autograded_notebook(course, s).exists()}
+    for student in sorted(done):
+        progress.done(student)
+    share.pending -= done
+    if ended:
+        for student in sorted(share.pending):
+            why = f"nbgrader exited with {share.proc.returncode} (its log: {share.log.name})"
+            progress.failed(student, why, final=final)
+        share.proc = None
+    return done
+
+
+def _stop(share: Share) -> None:
+    if share.proc is not None and share.proc.poll() is None:
+        try:
+            os.killpg(share.proc.pid, signal.SIGTERM)
+            share.proc.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(share.proc.pid, signal.SIGKILL)
