@@ -116,10 +116,45 @@ def _base_args(tmp_mb: int = 256) -> list[str]:
         "--tmpfs",
         "/tmp",
     ]
-    readable = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
-    readable |= {PACKAGE / name for name in VISIBLE_INSIDE}
-    for path in sorted(readable):
+    readable = sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()})
+    for path in readable:
         args += _parents(path) + ["--ro-bind", str(path), str(path)]
+    return args + _kit_args(readable)
+
+
+@lru_cache(maxsize=1)
+def package_inside() -> Path:
+    """Where a `python -I` finds the kit: the folder an editable install points at, or
+    site-packages. It may differ from PACKAGE, the copy this process imported (a course
+    folder with the kit in it, graded with another checkout's virtualenv)."""
+    found = subprocess.run(
+        [sys.executable, "-I", "-c", "import grader, os; print(os.path.dirname(grader.__file__))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+    )
+    path = found.stdout.strip()
+    return Path(path).resolve() if found.returncode == 0 and path else PACKAGE
+
+
+def _kit_args(bound: list[Path]) -> list[str]:
+    """This process's VISIBLE_INSIDE, read-only, where the sandboxed Python looks for the kit;
+    where that place is inside a bound tree (a non-editable install in site-packages), the
+    rest of the package there is covered up."""
+    inside = package_inside()
+    in_bound_tree = any(inside.is_relative_to(b) for b in bound)
+    args = []
+    for name in VISIBLE_INSIDE:
+        args += ([] if in_bound_tree else _parents(inside / name)) + [
+            "--ro-bind",
+            str(PACKAGE / name),
+            str(inside / name),
+        ]
+    if in_bound_tree:
+        for entry in sorted(inside.iterdir()):
+            if entry.name not in VISIBLE_INSIDE:
+                args += ["--tmpfs", str(entry)] if entry.is_dir() else ["--ro-bind", "/dev/null", str(entry)]
     return args
 
 
