@@ -20,10 +20,15 @@ from conftest import ROOT, make_course
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is needed: the failure was inside it")
 
-PROBE = (
-    "import importlib.util as u, grader; "
-    "print(*(u.find_spec(m) is not None for m in ('grader.sandboxed.server', 'grader.reference.steps')))"
-)
+PROBE = """
+import importlib.util
+def found(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # its parent package is not there at all
+        return False
+print(found("grader.sandboxed.server"), found("grader.reference.steps"))
+"""
 
 
 def _grade_one(course: Path, python: Path) -> dict:
