@@ -88,26 +88,33 @@ REPORT_DIR = "reports"  # c.ReplayGrades.report_dir's default, relative to the c
 
 
 def report_dir(course: Path) -> Path:
-    """c.ReplayGrades.report_dir as the course sets it, under the course root: from the running
-    nbgrader's configuration, or else from the course's nbgrader_config.py (which every
-    nbgrader command loads too)."""
-    from traitlets.config import Application
+    """c.ReplayGrades.report_dir as the course sets it, under the course root."""
+    return course / (course_config(course).get("ReplayGrades", {}).get("report_dir") or REPORT_DIR)
 
-    if Application.initialized():
-        config = Application.instance().config
-    elif (course / "nbgrader_config.py").is_file():
-        config = _course_config(course.resolve())
-    else:
-        config = {}
-    return course / (config.get("ReplayGrades", {}).get("report_dir") or REPORT_DIR)
+
+def db_url(course: Path) -> str:
+    """c.CourseDirectory.db_url as the course sets it (SQLite in the course folder by default;
+    PostgreSQL or any other SQLAlchemy URL when the course says so)."""
+    return (
+        course_config(course).get("CourseDirectory", {}).get("db_url")
+        or f"sqlite:///{course / 'gradebook.db'}"
+    )
 
 
 _configs: dict[Path, object] = {}
 
 
-def _course_config(course: Path):
+def course_config(course: Path):
+    """The course's nbgrader configuration: the running nbgrader's, or else the course's
+    nbgrader_config.py (which every nbgrader command loads too); {} without one."""
+    from traitlets.config import Application
     from traitlets.config.loader import PyFileConfigLoader
 
+    if Application.initialized():
+        return Application.instance().config
+    course = course.resolve()
+    if not (course / "nbgrader_config.py").is_file():
+        return {}
     if course not in _configs:
         _configs[course] = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     return _configs[course]

@@ -336,3 +336,16 @@ CORPUS = [
         suspicious=True,
     ),
 ]
+
+
+# What each demo student loses, worked out by hand: each gradient is judged on its own
+# rule (a right rule that received a wrong upstream gradient keeps its points).
+EXPECTED_ZEROS = {
+    "alice": set(),
+    "bob": {"ex1_dbndiff2", "ex3_dhprebn"},  # n instead of n-1, twice
+    "carol": {"ex1_dcounts"},  # the counts_sum branch is lost
+    # transposed dW2 (wrong shape); 1-h in exercise 4 breaks every gradient below tanh but
+    # db1, which is zero whatever comes in (training still lowers the loss).
+    "dave": {"ex1_dW2", "ex4_dC", "ex4_dW1", "ex4_dbngain", "ex4_dbnbias"},
+    "erin": {g.grade_id for g in spec.GRADED},
+}

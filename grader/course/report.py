@@ -9,6 +9,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 
 from ..exercise import spec
+from ..settings import db_url
 
 
 @dataclass
@@ -58,7 +59,7 @@ def table(rows: list[StudentScores]) -> str:
 
 def main(argv: list[str]) -> int:
     course = Path(argv[0] if argv else ".").resolve()
-    print(table(read_scores(f"sqlite:///{course / 'gradebook.db'}")))
+    print(table(read_scores(db_url(course))))
     return 0
 
 
