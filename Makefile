@@ -52,6 +52,7 @@ suspicious: venv
 
 # Speed against named baselines; prints ratios, asserts nothing (machines are shared).
 bench: data
+	$(PY) benchmarks/throughput.py 40
 	$(PY) benchmarks/autograde_overhead.py 10
 
 test: data

@@ -1,0 +1,173 @@
+"""A class graded by the kit against stock nbgrader, on the same N submissions.
+
+  stock      `nbgrader autograde`, plain nbgrader: the student's kernel unsandboxed, one
+             process, the grades from the in-kernel test cells (the named baseline for speed)
+  reference  `nbgrader autograde` with the kit's configuration (the reference for the grades)
+  kit        `python -m grader.batch` at its defaults: every core, the sandbox, the replay
+
+The submissions are the grading corpus's (right and wrong answers, all four exercises answered,
+so exercise 4 really trains), repeated up to N. Prints the times, the ratio to stock nbgrader,
+whether the batch's grades are the reference's, the batch's peak memory and where its CPU time
+goes. Asserts nothing: machines are shared.
+
+    .venv/bin/python benchmarks/throughput.py [N]      (make bench; N defaults to 40)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+from grader.course.report import read_scores  # noqa: E402
+from grader.course.submissions import write_submissions  # noqa: E402
+
+from conftest import find_names_txt, make_course, nbgrader  # noqa: E402
+from corpus import CORPUS  # noqa: E402
+
+# nbgrader's own defaults: its Execute, its preprocessors, the python3 kernel, no kit plug-ins
+STOCK_CONFIG = """import os
+c = get_config()
+HERE = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.root = HERE
+c.CourseDirectory.course_id = "backprop_ninja"
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")
+c.Execute.timeout = 120
+"""
+TICK = 0.25
+
+
+class Sampler(threading.Thread):
+    """Peak resident memory of a process tree, and its CPU time by kind of process."""
+
+    def __init__(self, root: int):
+        super().__init__(daemon=True)
+        self.root, self.stop, self.peak = root, threading.Event(), 0
+        self.cpu: dict[int, tuple[str, float]] = {}
+        self.ticks = os.sysconf("SC_CLK_TCK")
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            tree = _tree(self.root)
+            self.peak = max(self.peak, sum(rss for _, _, rss, _ in tree.values()))
+            for pid, (kind, cpu, _, _) in tree.items():
+                self.cpu[pid] = (kind, cpu / self.ticks)
+            time.sleep(TICK)
+
+    def by_kind(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for kind, seconds in self.cpu.values():
+            out[kind] = out.get(kind, 0.0) + seconds
+        return out
+
+
+def _kind(argv: list[str]) -> str:
+    if any(a.endswith("/nbgrader") for a in argv[:2]):
+        return "nbgrader + judge (in-process)"
+    if "grader.sandboxed.server" in argv:
+        return "replay"
+    if Path(argv[0]).name == "bwrap" or "grader.sandbox" in argv:
+        return "sandbox set-up (bwrap, launcher)"
+    if "ipykernel_launcher" in argv:
+        return "kernel"
+    if "grader.batch" in argv:
+        return "batch coordinator"
+    return "other"
+
+
+def _tree(root: int) -> dict[int, tuple[str, int, int, int]]:
+    """pid -> (kind, utime+stime ticks, rss bytes, parent) for `root` and its descendants."""
+    procs = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        procs[int(entry)] = (
+            _kind(argv),
+            int(fields[11]) + int(fields[12]),
+            int(fields[21]) * 4096,
+            int(fields[1]),
+        )
+    keep, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in procs and pid not in keep:
+            keep[pid] = procs[pid]
+            todo += [p for p, info in procs.items() if info[3] == pid]
+    return keep
+
+
+def _batch(course: Path) -> tuple[float, Sampler]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grader.batch", str(course), "--force", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    sampler = Sampler(proc.pid)
+    sampler.start()
+    proc.wait()
+    sampler.stop.set()
+    return time.perf_counter() - t0, sampler
+
+
+def main(n: int) -> None:
+    names = find_names_txt()
+    if names is None:
+        sys.exit("names.txt not found: run `make data` or set NAMES_TXT")
+    cases = [CORPUS[i % len(CORPUS)] for i in range(n)]
+    samples = [replace(c.sample, student=f"s{i:03d}_{c.sample.student}") for i, c in enumerate(cases)]
+    with tempfile.TemporaryDirectory() as tmp:
+        stock_course, ref_course, course = (
+            make_course(Path(tmp) / f, names) for f in ("stock", "ref", "kit")
+        )
+        (stock_course / "nbgrader_config.py").write_text(STOCK_CONFIG)
+        for folder in (stock_course, ref_course, course):
+            nbgrader(folder, "generate_assignment", "backprop_ninja", "--force")
+            write_submissions(samples, course=folder)
+        seconds = {}
+        for name, folder in (("stock", stock_course), ("reference", ref_course)):
+            t0 = time.perf_counter()
+            nbgrader(folder, "autograde", "backprop_ninja", "--force", check=False)
+            seconds[name] = time.perf_counter() - t0
+        kit, sampler = _batch(course)
+        reference, kit_scores = _scores(ref_course), _scores(course)
+    same = sum(reference.get(s.student) == kit_scores.get(s.student) for s in samples)
+    stock = seconds["stock"]
+    print(f"submissions: {n} (corpus cases repeated), {os.cpu_count()} cores")
+    print(f"stock nbgrader      {stock:7.1f} s  {stock / n:5.2f} s/submission  (named baseline)")
+    print(f"kit config, serial  {seconds['reference']:7.1f} s  {seconds['reference'] / n:5.2f} s/submission")
+    print(f"kit batch           {kit:7.1f} s  {kit / n:5.2f} s/submission")
+    print(f"ratio stock/kit batch {stock / kit:5.2f}x")
+    print(
+        f"grades identical to `nbgrader autograde` with the kit's configuration: "
+        f"{'yes' if same == n else 'NO'} ({same}/{n})"
+    )
+    print(f"peak memory of the batch: {sampler.peak / 2**30:.2f} GiB")
+    cpu = sampler.by_kind()
+    total = sum(cpu.values()) or 1.0
+    for kind, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]):
+        share = 100 * seconds / total
+        print(f"  cpu {kind:26s} {seconds:7.1f} s  {seconds / n:5.2f} s/submission  {share:4.0f}%")
+
+
+def _scores(course: Path) -> dict:
+    return {s.student: s.by_grade_id for s in read_scores(f"sqlite:///{course / 'gradebook.db'}")}
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 40)
