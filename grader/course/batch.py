@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import io
 import json
 import shutil
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from ..exercise import spec
 from ..settings import report_dir
-from . import intake
+from . import cluster, intake
 from . import workers as workers_mod
 from .preflight import check_submission
 from .progress import Progress
@@ -33,7 +34,9 @@ def run(
     nbgrader_args: list[str] = (),
     workers: int | None = None,
     quiet: bool = False,
+    scheduler: str | None = None,
 ) -> dict:
+    """Grade the class: on this machine's cores, or on a Dask cluster with `scheduler`."""
     students = _students(course)
     summary: dict = {"students": {s: {"preflight": _preflight(course, s)} for s in students}}
     todo = [s for s in students if force or not workers_mod.autograded_notebook(course, s).exists()]
@@ -45,24 +48,28 @@ def run(
     log.write_text("")
     n = workers or workers_mod.default_workers()
     progress = Progress(len(todo), log=log, quiet=quiet)
-    progress.note(
-        f"{len(todo)} to grade, {len(students) - len(todo)} graded before; {min(n, len(todo))} workers"
-    )
+    where = f"on the cluster at {scheduler}" if scheduler else f"{min(n, len(todo))} worker(s)"
+    progress.note(f"{len(todo)} to grade, {len(students) - len(todo)} graded before; {where}")
     try:
-        workers_mod.grade(
-            course,
-            todo,
-            students,
-            workers=n,
-            force=force,
-            extra=list(nbgrader_args),
-            logs=reports / "autograde",
-            progress=progress,
-        )
+        if scheduler:
+            _on_cluster(
+                course, todo, students, scheduler=scheduler, extra=list(nbgrader_args), progress=progress
+            )
+        else:
+            workers_mod.grade(
+                course,
+                todo,
+                students,
+                workers=n,
+                force=force,
+                extra=list(nbgrader_args),
+                logs=reports / "autograde",
+                progress=progress,
+            )
     finally:
         summary["seconds"] = round(progress.close(), 1)
         _append_worker_logs(log, reports / "autograde")
-    summary["workers"] = n
+    summary["workers"] = scheduler or n
     for student, info in summary["students"].items():
         info["graded"] = workers_mod.autograded_notebook(course, student).exists()
         record = reports / "replay" / f"{student}.json"
@@ -70,6 +77,26 @@ def run(
             info["problems"] = json.loads(record.read_text()).get("problems", [])
     (reports / "batch.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def _on_cluster(
+    course: Path,
+    todo: list[str],
+    students: list[str],
+    *,
+    scheduler: str,
+    extra: list[str],
+    progress: Progress,
+) -> None:
+    """The work on the cluster's workers; then one local pass records their notebooks."""
+    back = cluster.grade(course, todo, scheduler=scheduler, extra=extra, progress=progress)
+    logs = report_dir(course) / "autograde"
+    progress.note(f"recording {len(back)} results in the gradebook")
+    recorder = Progress(len(back), log=logs / "finish.log", quiet=True, stream=io.StringIO())
+    workers_mod.grade(
+        course, back, students, workers=1, force=True, extra=cluster.FINISH, logs=logs, progress=recorder
+    )
+    recorder.close()
 
 
 def _students(course: Path) -> list[str]:
@@ -106,10 +133,18 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--force", action="store_true", help="grade every submission again")
     ap.add_argument("--workers", type=int, default=None, help="parallel graders (default: all cores)")
     ap.add_argument("--quiet", action="store_true", help="plain lines instead of a progress bar")
+    ap.add_argument("--scheduler", help="grade on a Dask cluster: the scheduler's address, tcp://HOST:8786")
     args, extra = ap.parse_known_args(argv)  # anything else goes to nbgrader (--Execute.timeout=...)
     course = Path(args.course).resolve()
     try:
-        summary = run(course, force=args.force, nbgrader_args=extra, workers=args.workers, quiet=args.quiet)
+        summary = run(
+            course,
+            force=args.force,
+            nbgrader_args=extra,
+            workers=args.workers,
+            quiet=args.quiet,
+            scheduler=args.scheduler,
+        )
     except KeyboardInterrupt:
         print("stopped: run the same command again to grade the rest", file=sys.stderr)
         return 130

@@ -1,0 +1,91 @@
+"""Grading a class on a Dask cluster (`python -m grader.batch --scheduler tcp://HOST:8786`).
+
+No shared filesystem: each task ships the course's common files (once per worker) and one
+submission to a worker, which grades it with real nbgrader and the kit's configuration
+(remote.py) and ships back the autograded notebook and the replay record. The coordinator
+alone writes files and the gradebook: a last `nbgrader autograde` pass records each worker's
+notebook as it is (UseRemoteResult), so the gradebook, feedback and export work unchanged.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..exercise import spec
+from ..settings import report_dir
+from . import remote
+from .bundles import pack, unpack
+from .progress import Progress
+
+FINISH = [
+    "--Autograde.sanitize_preprocessors=grader.preprocessors.use_remote_result.UseRemoteResult",
+    *(
+        f"--Autograde.autograde_preprocessors=nbgrader.preprocessors.{name}"
+        for name in ("SaveAutoGrades", "AssignLatePenalties", "CheckCellMetadata")
+    ),
+]
+
+
+def common_files(course: Path) -> bytes:
+    return pack(course, ["nbgrader_config.py", f"source/{spec.ASSIGNMENT}", f"release/{spec.ASSIGNMENT}"])
+
+
+def submission_files(course: Path, student: str) -> bytes:
+    reports = report_dir(course).relative_to(course)
+    return pack(course, [f"submitted/{student}/{spec.ASSIGNMENT}", f"{reports}/intake/{student}.json"])
+
+
+def grade(
+    course: Path, students: list[str], *, scheduler: str, extra: list[str], progress: Progress
+) -> list[str]:
+    """Grade on the cluster; returns the students whose results came back (staged for
+    finish())."""
+    from distributed import Client, as_completed
+
+    back = []
+    with Client(scheduler) as client:
+        common = client.scatter(common_files(course), broadcast=True)
+        futures = {
+            client.submit(
+                remote.grade_submission,
+                common,
+                submission_files(course, s),
+                s,
+                list(extra),
+                key=f"backprop-ninja-{s}",
+                pure=False,
+                retries=1,
+            ): s
+            for s in students
+        }
+        for future in as_completed(futures):
+            student = futures[future]
+            try:
+                _stage(course, student, future.result())
+            except Exception as e:  # a worker's failure costs its submission only
+                progress.failed(student, f"on the cluster: {type(e).__name__}: {str(e)[:300]}")
+                continue
+            back.append(student)
+            progress.done(student)
+    return back
+
+
+def _stage(course: Path, student: str, result: bytes) -> None:
+    """The worker's notebook to the staging folder, its replay record to the reports."""
+    reports = report_dir(course)
+    with tempfile.TemporaryDirectory() as tmp:
+        unpack(result, Path(tmp))
+        nb = Path(tmp) / "autograded" / student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+        if not nb.is_file():
+            log = Path(tmp) / reports.relative_to(course) / "remote.log"
+            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            raise RuntimeError(f"the worker's nbgrader did not grade it:\n{tail}")
+        staged = reports / "remote" / student
+        staged.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(nb, staged / nb.name)
+        record = Path(tmp) / reports.relative_to(course) / "replay" / f"{student}.json"
+        if record.is_file():
+            (reports / "replay").mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(record, reports / "replay" / record.name)

@@ -1,0 +1,81 @@
+"""The worker's side of cluster grading (cluster.py): runs on a Dask worker, on a machine with
+the kit installed and nothing of the course but what a task brings.
+
+A worker process prepares the course once (its configuration, the assignment and a gradebook
+of its own), then grades one submission per task with real `nbgrader autograde` and the
+kit's configuration, and returns the autograded folder and the replay record. It never
+touches the course's gradebook: the coordinator alone writes that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from ..exercise import spec
+from ..settings import report_dir
+from .bundles import pack, unpack
+
+_courses: dict[str, Path] = {}
+_lock = threading.Lock()  # one submission at a time per worker process: one core each
+
+
+def grade_submission(common: bytes, submission: bytes, student: str, nbgrader_args: list[str]) -> bytes:
+    """The packed results of grading `student` (see cluster.RESULT_PATHS)."""
+    with _lock:
+        course = _prepared(common)
+        folder = course / "submitted" / student
+        try:
+            unpack(submission, course)
+            done = _nbgrader(
+                course, "autograde", spec.ASSIGNMENT, "--force", f"--student={student}", *nbgrader_args
+            )
+            log = report_dir(course) / "remote.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(done.stdout[-200_000:])
+            return pack(course, result_paths(course, student))
+        finally:
+            for path in (folder, course / "autograded" / student):
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def result_paths(course: Path, student: str) -> list[str]:
+    reports = report_dir(course).relative_to(course)
+    return [f"autograded/{student}", f"{reports}/replay/{student}.json", f"{reports}/remote.log"]
+
+
+def _prepared(common: bytes) -> Path:
+    """This worker's copy of the course: the instructor's files and a gradebook that knows the
+    assignment (nbgrader needs it to autograde), made once per course and worker process."""
+    key = hashlib.sha256(common).hexdigest()
+    if key not in _courses:
+        course = Path(tempfile.mkdtemp(prefix="bn-remote-course-"))
+        unpack(common, course)
+        made = _nbgrader(course, "generate_assignment", spec.ASSIGNMENT, "--force")
+        if made.returncode != 0:
+            raise RuntimeError(f"the worker could not prepare the course:\n{made.stdout[-3000:]}")
+        _courses[key] = course
+    return _courses[key]
+
+
+def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+    # the worker's own gradebook, whatever database the course uses
+    db = f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}?timeout=120"
+    env_path = f"{Path(sys.executable).parent}"
+    import os
+
+    env = dict(os.environ, PATH=f"{env_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "nbgrader"), *args, db],
+        cwd=course,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )

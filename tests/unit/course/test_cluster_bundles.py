@@ -1,0 +1,90 @@
+"""grader/course/bundles.py, cluster.py and preprocessors/use_remote_result.py in-process: what a
+cluster task carries each way, and how the coordinator records a worker's notebook."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+from traitlets.config import Config
+
+from grader.course import cluster
+from grader.course.bundles import pack, unpack
+from grader.preprocessors.use_remote_result import UseRemoteResult, staged_notebook
+
+
+def test_pack_and_unpack_round_trip(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "f.txt").write_text("x")
+    unpack(pack(tmp_path, ["a", "missing"]), tmp_path / "out")
+    assert (tmp_path / "out" / "a" / "b" / "f.txt").read_text() == "x"
+
+
+def _tar(name: str) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    return raw.getvalue()
+
+
+def test_unpack_refuses_a_path_that_climbs_out(tmp_path):
+    with pytest.raises(tarfile.TarError):
+        unpack(_tar("../escape.txt"), tmp_path / "out")
+    assert not (tmp_path / "escape.txt").exists()
+
+
+def test_unpack_puts_an_absolute_path_inside(tmp_path):
+    unpack(_tar("/abs-escape-test/escape.txt"), tmp_path / "out")
+    assert (tmp_path / "out" / "abs-escape-test" / "escape.txt").exists()
+    assert not Path("/abs-escape-test").exists()
+
+
+def test_a_task_carries_one_submission_and_its_notes(tmp_path):
+    for student in ("alice", "bob"):
+        (tmp_path / "submitted" / student / "backprop_ninja").mkdir(parents=True)
+        (tmp_path / "submitted" / student / "backprop_ninja" / "backprop_ninja.ipynb").write_text("{}")
+    (tmp_path / "reports" / "intake").mkdir(parents=True)
+    (tmp_path / "reports" / "intake" / "alice.json").write_text("{}")
+    with tarfile.open(fileobj=io.BytesIO(cluster.submission_files(tmp_path, "alice"))) as tar:
+        names = tar.getnames()
+    assert "submitted/alice/backprop_ninja/backprop_ninja.ipynb" in names
+    assert "reports/intake/alice.json" in names
+    assert not any("bob" in n for n in names)
+
+
+def test_the_common_files_are_the_instructors(tmp_path):
+    (tmp_path / "source" / "backprop_ninja").mkdir(parents=True)
+    (tmp_path / "source" / "backprop_ninja" / "names.txt").write_text("emma\n")
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
+    (tmp_path / "gradebook.db").write_text("not shipped")
+    with tarfile.open(fileobj=io.BytesIO(cluster.common_files(tmp_path))) as tar:
+        names = set(tar.getnames())
+    assert {"nbgrader_config.py", "source/backprop_ninja/names.txt"} <= names
+    assert "gradebook.db" not in names
+
+
+def test_the_finishing_pass_records_the_workers_notebook(tmp_path):
+    staged = staged_notebook(tmp_path, "alice", "backprop_ninja")
+    staged.parent.mkdir(parents=True)
+    nbformat.write(new_notebook(cells=[new_code_cell("graded = True")]), staged)
+    config = Config()
+    config.CourseDirectory.root = str(tmp_path)
+    resources = {
+        "nbgrader": {"student": "alice", "notebook": "backprop_ninja", "assignment": "backprop_ninja"}
+    }
+    out, _ = UseRemoteResult(config=config).preprocess(new_notebook(cells=[new_code_cell("mine")]), resources)
+    assert [c.source for c in out.cells] == ["graded = True"]
+    resources["nbgrader"]["student"] = "bob"
+    with pytest.raises(FileNotFoundError):
+        UseRemoteResult(config=config).preprocess(new_notebook(), resources)
+
+
+def test_the_finishing_pass_only_records():
+    assert any("UseRemoteResult" in a for a in cluster.FINISH)
+    assert all("Execute" not in a and "ReplayGrades" not in a for a in cluster.FINISH)
