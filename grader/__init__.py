@@ -9,7 +9,7 @@ Folders by job; the trust boundary is the folder `sandboxed/`:
 - replay/         the trusted side of the replay: plan, run, validate what comes back
 - verdicts/       where a grade is decided (judge.py) and explained (hints, mistakes, scan)
 - preprocessors/  the nbgrader plug-ins, one class per module
-- course/         the TA's jobs: batch, preflight, intake, report, suspicious, samples
+- course/         the TA's jobs: batch (all cores, or a Dask cluster), preflight, intake, report, ...
 - settings.py     every setting and environment variable
 
 The modules at this level (incell, batch, report, ...) are stable entry points only.

@@ -4,11 +4,13 @@
 - NeutraliseOutputs: whatever the student's code displayed, made inert
 - ReplayGrades: the judge's verdicts into the graded cells (where grades come from)
 - RebuildFromSource: the instructor's notebook with the student's answers put in place
+- UseRemoteResult: a cluster worker's autograded notebook, recorded by the coordinator
 """
 
 from .limited_execute import LimitedExecute
 from .neutralise_outputs import NeutraliseOutputs
 from .rebuild_from_source import RebuildFromSource
 from .replay_grades import ReplayGrades
+from .use_remote_result import UseRemoteResult
 
-__all__ = ["LimitedExecute", "NeutraliseOutputs", "RebuildFromSource", "ReplayGrades"]
+__all__ = ["LimitedExecute", "NeutraliseOutputs", "RebuildFromSource", "ReplayGrades", "UseRemoteResult"]
