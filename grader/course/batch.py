@@ -1,8 +1,8 @@
 """The TA's one command for a class: `python -m grader.batch [COURSE] [--workers N] [--force]`.
 
 1. Preflight every submission (preflight.py), so a broken file costs only its student.
-2. Resume: a submission whose grading was interrupted (its autograded folder has no
-   notebook yet) is graded again; finished ones are kept unless --force.
+2. Resume: a submission whose grading was interrupted (its scores are not all in the
+   gradebook) is graded again; finished ones are kept unless --force.
 3. `nbgrader autograde` itself, on all cores (workers.py): the grades are nbgrader's, with the
    kit's configuration; a live bar shows progress, reports/autograde.log has a line each.
 4. A summary: who was graded, who was not and why (also reports/batch.json).
@@ -39,7 +39,8 @@ def run(
     """Grade the class: on this machine's cores, or on a Dask cluster with `scheduler`."""
     students = _students(course)
     summary: dict = {"students": {s: {"preflight": _preflight(course, s)} for s in students}}
-    todo = [s for s in students if force or not workers_mod.autograded_notebook(course, s).exists()]
+    graded = set() if force else workers_mod.graded_in_gradebook(course, students)
+    todo = [s for s in students if s not in graded or not workers_mod.autograded_notebook(course, s).exists()]
     for student in todo:  # interrupted half-way, or to be graded again: nothing of before is kept
         shutil.rmtree(course / "autograded" / student / spec.ASSIGNMENT, ignore_errors=True)
     reports = report_dir(course)
@@ -70,8 +71,9 @@ def run(
         summary["seconds"] = round(progress.close(), 1)
         _append_worker_logs(log, reports / "autograde")
     summary["workers"] = scheduler or n
+    graded = workers_mod.graded_in_gradebook(course, students)
     for student, info in summary["students"].items():
-        info["graded"] = workers_mod.autograded_notebook(course, student).exists()
+        info["graded"] = student in graded and workers_mod.autograded_notebook(course, student).exists()
         record = reports / "replay" / f"{student}.json"
         if record.exists():
             info["problems"] = json.loads(record.read_text()).get("problems", [])

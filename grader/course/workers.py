@@ -8,6 +8,7 @@ backend replaces `_start` and `_finished`, not the rest.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exercise import spec
+from ..settings import db_url
 from .progress import Progress
 
 
@@ -40,6 +42,37 @@ def split(students: list[str], n: int) -> list[list[str]]:
 
 def autograded_notebook(course: Path, student: str) -> Path:
     return course / "autograded" / student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+
+
+def looks_graded(course: Path, student: str) -> bool:
+    """For the progress bar: nbgrader writes the autograded notebook twice, first sanitised
+    (no outputs), then graded (the test cells carry their verdicts)."""
+    try:
+        cells = json.loads(autograded_notebook(course, student).read_text()).get("cells", [])
+    except (OSError, ValueError):
+        return False
+    tests = [
+        c for c in cells if isinstance(c, dict) and c.get("metadata", {}).get("nbgrader", {}).get("grade")
+    ]
+    return bool(tests) and all(c.get("outputs") for c in tests)
+
+
+def graded_in_gradebook(course: Path, students: list[str]) -> set[str]:
+    """The students whose every graded cell has its score in the gradebook: an interrupted
+    grading leaves a submission without them, whatever files it left."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    done = set()
+    with Gradebook(db_url(course)) as gb:
+        for student in students:
+            try:
+                nb = gb.find_submission_notebook(spec.NOTEBOOK, spec.ASSIGNMENT, student)
+            except MissingEntry:
+                continue
+            ours = [g for g in nb.grades if g.name in spec.BY_GRADE_ID]  # the kit's, all autograded
+            if ours and all(g.auto_score is not None for g in ours):
+                done.add(student)
+    return done
 
 
 def nbgrader_command(share: list[str], everyone: list[str], *, force: bool, extra: list[str]) -> list[str]:
@@ -121,7 +154,7 @@ def _finished(course: Path, share: Share, progress: Progress, final: bool) -> se
     if share.proc is None:
         return set()
     ended = share.proc.poll() is not None  # before looking: a notebook written last still counts
-    done = {s for s in share.pending if autograded_notebook(course, s).exists()}
+    done = {s for s in share.pending if looks_graded(course, s)}
     for student in sorted(done):
         progress.done(student)
     share.pending -= done

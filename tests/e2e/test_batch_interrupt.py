@@ -1,0 +1,63 @@
+"""Ctrl-C during `python -m grader.batch` stops every worker cleanly, and running the same
+command again grades the rest, keeping what was finished."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from grader.course.report import read_scores
+from grader.course.samples import DEMO
+from grader.course.submissions import write_submissions
+from grader.course.workers import graded_in_gradebook
+from grader.exercise import spec
+
+from conftest import make_course, nbgrader
+from corpus import EXPECTED_ZEROS
+
+
+def _nbgrader_processes(course) -> list[int]:
+    """nbgrader processes working in `course` (the workers run there)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if "nbgrader" in cmd and cwd == str(course):
+            found.append(int(pid))
+    return found
+
+
+def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, names_txt):
+    course = make_course(tmp_path / "course", names_txt)
+    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+    write_submissions(DEMO, course=course)
+    batch = [sys.executable, "-m", "grader.batch", str(course), "--workers", "2", "--quiet"]
+    proc = subprocess.Popen(batch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = course / "reports" / "autograde.log"
+    deadline = time.monotonic() + 600
+    while not (log.exists() and "] graded " in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends the batch
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:]
+    assert "run the same command again" in out
+    time.sleep(1)
+    assert _nbgrader_processes(course) == []  # no worker outlives the batch
+    graded = course / "autograded"
+    finished = graded_in_gradebook(course, [s.student for s in DEMO])  # a notebook file alone is no proof
+    assert 0 < len(finished) < len(DEMO), finished
+    kept = {s: (graded / s / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb").stat().st_mtime_ns for s in finished}
+    again = subprocess.run(batch, capture_output=True, text=True, timeout=1200)
+    assert again.returncode == 0, again.stdout[-3000:]
+    for student, mtime in kept.items():  # finished ones were not graded again
+        assert (graded / student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb").stat().st_mtime_ns == mtime
+    scores = {s.student: s.by_grade_id for s in read_scores(f"sqlite:///{course / 'gradebook.db'}")}
+    for student, zeros in EXPECTED_ZEROS.items():
+        assert scores[student] == {g.grade_id: 0.0 if g.grade_id in zeros else g.points for g in spec.GRADED}
