@@ -31,9 +31,10 @@ release: data
 samples: venv
 	$(PY) -m grader.samples .
 
-# Preflight, resume, then nbgrader autograde (grader/batch.py); FORCE=1 grades everything again.
+# Preflight, resume, then nbgrader autograde on every core (grader/course/batch.py); FORCE=1 grades
+# everything again; WORKERS=N, SCHEDULER=tcp://HOST:8786 (a Dask cluster) pass through.
 autograde: venv
-	$(PY) -m grader.batch . $(if $(FORCE),--force)
+	$(PY) -m grader.batch . $(if $(FORCE),--force) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 feedback: venv
 	nbgrader generate_feedback $(ASSIGNMENT) --force
