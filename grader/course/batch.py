@@ -42,9 +42,10 @@ def run(
     graded = set() if force else workers_mod.graded_in_gradebook(course, students)
     todo = [s for s in students if s not in graded or not workers_mod.autograded_notebook(course, s).exists()]
     for student in todo:  # interrupted half-way, or to be graded again: nothing of before is kept
-        shutil.rmtree(course / "autograded" / student / spec.ASSIGNMENT, ignore_errors=True)
+        shutil.rmtree(workers_mod.autograded_notebook(course, student).parent, ignore_errors=True)
     reports = report_dir(course)
-    (reports / "autograde").mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(reports / "autograde", ignore_errors=True)  # the workers' logs are this run's only
+    (reports / "autograde").mkdir(parents=True)
     log = reports / "autograde.log"
     log.write_text("")
     n = workers or workers_mod.default_workers()

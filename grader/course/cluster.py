@@ -40,8 +40,8 @@ def submission_files(course: Path, student: str) -> bytes:
 def grade(
     course: Path, students: list[str], *, scheduler: str, extra: list[str], progress: Progress
 ) -> list[str]:
-    """Grade on the cluster; returns the students whose results came back (staged for
-    finish())."""
+    """Grade on the cluster; returns the students whose results came back, staged for the
+    coordinator's recording pass (FINISH)."""
     from distributed import Client, as_completed
 
     back = []

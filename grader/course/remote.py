@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -20,13 +19,14 @@ from pathlib import Path
 from ..exercise import spec
 from ..settings import report_dir
 from .bundles import pack, unpack
+from .workers import NBGRADER, nbgrader_env
 
 _courses: dict[str, Path] = {}
 _lock = threading.Lock()  # one submission at a time per worker process: one core each
 
 
 def grade_submission(common: bytes, submission: bytes, student: str, nbgrader_args: list[str]) -> bytes:
-    """The packed results of grading `student` (see cluster.RESULT_PATHS)."""
+    """The packed results of grading `student` (result_paths)."""
     with _lock:
         course = _prepared(common)
         folder = course / "submitted" / student
@@ -66,14 +66,10 @@ def _prepared(common: bytes) -> Path:
 def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     # the worker's own gradebook, whatever database the course uses
     db = f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}?timeout=120"
-    env_path = f"{Path(sys.executable).parent}"
-    import os
-
-    env = dict(os.environ, PATH=f"{env_path}{os.pathsep}{os.environ.get('PATH', '')}")
     return subprocess.run(
-        [str(Path(sys.executable).parent / "nbgrader"), *args, db],
+        [str(NBGRADER), *args, db],
         cwd=course,
-        env=env,
+        env=nbgrader_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -2,8 +2,8 @@
 share of the students, with the kit's configuration (each submission keeps its own sandbox,
 its own uid and its own limits). The grades land in nbgrader's gradebook as with one process.
 
-A share is a list of students; where it runs is this module's only concern, so a cluster
-backend replaces `_start` and `_finished`, not the rest.
+A share is a list of students, and one nbgrader process on this machine grades it; a Dask
+cluster (cluster.py) runs the same nbgrader per submission on other machines.
 """
 
 from __future__ import annotations
@@ -21,6 +21,13 @@ from ..exercise import spec
 from ..settings import db_url
 from .progress import Progress
 
+NBGRADER = Path(sys.executable).parent / "nbgrader"
+
+
+def nbgrader_env() -> dict[str, str]:
+    """nbgrader shells out to alembic: this virtualenv's bin/ goes first on PATH."""
+    return dict(os.environ, PATH=f"{NBGRADER.parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
 
 @dataclass
 class Share:
@@ -28,6 +35,7 @@ class Share:
     log: Path
     proc: subprocess.Popen | None = None
     pending: set[str] = field(default_factory=set)
+    seen: dict[str, int] = field(default_factory=dict)  # notebook mtimes already looked at
 
 
 def default_workers() -> int:
@@ -77,7 +85,7 @@ def graded_in_gradebook(course: Path, students: list[str]) -> set[str]:
 
 def nbgrader_command(share: list[str], everyone: list[str], *, force: bool, extra: list[str]) -> list[str]:
     others = sorted(set(everyone) - set(share))
-    cmd = [str(Path(sys.executable).parent / "nbgrader"), "autograde", spec.ASSIGNMENT]
+    cmd = [str(NBGRADER), "autograde", spec.ASSIGNMENT]
     if others:  # nbgrader takes a glob to include and a comma-separated list to exclude
         cmd.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
     return cmd + (["--force"] if force else []) + list(extra)
@@ -118,7 +126,7 @@ def grade(
 
 
 def _run(course, shares, everyone, *, force, extra, progress, final) -> set[str]:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = nbgrader_env()
     graded: set[str] = set()
     try:
         for share in shares:
@@ -154,7 +162,7 @@ def _finished(course: Path, share: Share, progress: Progress, final: bool) -> se
     if share.proc is None:
         return set()
     ended = share.proc.poll() is not None  # before looking: a notebook written last still counts
-    done = {s for s in share.pending if looks_graded(course, s)}
+    done = {s for s in share.pending if _changed(course, share, s) and looks_graded(course, s)}
     for student in sorted(done):
         progress.done(student)
     share.pending -= done
@@ -164,6 +172,18 @@ def _finished(course: Path, share: Share, progress: Progress, final: bool) -> se
             progress.failed(student, why, final=final)
         share.proc = None
     return done
+
+
+def _changed(course: Path, share: Share, student: str) -> bool:
+    """The notebook was (re)written since the last look: only then is it worth reading."""
+    try:
+        mtime = autograded_notebook(course, student).stat().st_mtime_ns
+    except OSError:
+        return False
+    if share.seen.get(student) == mtime:
+        return False
+    share.seen[student] = mtime
+    return True
 
 
 def _stop(share: Share) -> None:

@@ -127,6 +127,8 @@ def package_inside() -> Path:
     """Where a `python -I` finds the kit: the folder an editable install points at, or
     site-packages. It may differ from PACKAGE, the copy this process imported (a course
     folder with the kit in it, graded with another checkout's virtualenv)."""
+    if sys.flags.isolated:  # this process is such a Python (the kernel launcher): no need to ask
+        return PACKAGE
     found = subprocess.run(
         [sys.executable, "-I", "-c", "import grader, os; print(os.path.dirname(grader.__file__))"],
         capture_output=True,
