@@ -11,14 +11,16 @@ import json
 import os
 import shutil
 import time
+import uuid
 
 from nbclient.exceptions import DeadKernelError
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from traitlets import Bool, Integer
 
 from ..sandbox import default_sandbox, make_kernel_dir
+from ..sandbox.warm import WarmProvisioner, warm_server
 
 
 def _error(ename: str, text: str):
@@ -38,6 +40,12 @@ class LimitedExecute(Execute):
     ).tag(config=True)
     submission_timeout = Integer(
         900, help="Seconds for all the cells of one submission; cells after that are not run."
+    ).tag(config=True)
+
+    warm_kernels = Bool(
+        True,
+        help="Fork each kernel from a server that has imported torch once (grader/sandbox/warm.py) "
+        "instead of starting a Python per submission. Same sandbox, limits and outputs; False: cold.",
     ).tag(config=True)
 
     start_attempts = Integer(
@@ -82,10 +90,21 @@ class LimitedExecute(Execute):
 
     def create_kernel_manager(self):
         """Each kernel gets a socket folder of its own, which only its sandbox can see: no
-        other kernel, of this batch or another, can connect to its channels."""
+        other kernel, of this batch or another, can connect to its channels. A warm kernel's
+        folder is its server's, emptied before each kernel."""
         km = super().create_kernel_manager()
-        if km.transport == "ipc":
-            self._kernel_home = make_kernel_dir(os.environ.get("JUPYTER_RUNTIME_DIR") or None)
+        if km.transport != "ipc":
+            return km
+        runtime = os.environ.get("JUPYTER_RUNTIME_DIR") or None
+        path = (self.resources or {}).get("metadata", {}).get("path")
+        server = warm_server(cwd=path, runtime_root=runtime) if self.warm_kernels and path else None
+        if server:
+            km.ip = str(server.ipc / "kernel")
+            km.kernel_id = str(uuid.uuid4())
+            km.provisioner = WarmProvisioner(kernel_id=km.kernel_id, kernel_spec=km.kernel_spec, parent=km)
+            km.provisioner.server = server
+        else:
+            self._kernel_home = make_kernel_dir(runtime)
             km.ip = str(self._kernel_home / "ipc" / "kernel")
         return km
 

@@ -18,6 +18,7 @@ import resource
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -168,6 +169,22 @@ def _parents(path: Path) -> list[str]:
     return out
 
 
+def inside_environment(outside: Mapping[str, str], extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a sandboxed process: nothing else of the grader's passes."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLBACKEND": "Agg",
+        # the notebook reads NBGRADER_EXECUTION to shorten training under the grader
+        **{k: v for k, v in outside.items() if k.startswith(("NBGRADER_", "BACKPROP_NINJA_"))},
+        **(extra or {}),
+    }
+
+
 @dataclass
 class Sandbox:
     limits: Limits = field(default_factory=Limits)
@@ -181,33 +198,23 @@ class Sandbox:
         self,
         argv: list[str],
         *,
-        writable: dict[str, str],
+        writable: dict[str, str] | list[tuple[str, str]],
         cwd: str,
         readonly: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
         scratch: str | None = None,
     ) -> list[str]:
         """`argv` as it runs inside; `writable` and `readonly` map folders outside to where they
-        appear inside; `scratch`, a folder inside that is a fresh tmpfs of the disk limit
+        appear inside (`writable` may be pairs, to show one folder in two places); `scratch`,
+        a folder inside that is a fresh tmpfs of the disk limit
         (less /tmp's share): all that the submission can write then lives in memory, bounded."""
-        env = {
-            "PATH": "/usr/bin:/bin",
-            "HOME": "/tmp",
-            "LANG": "C.UTF-8",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "MPLBACKEND": "Agg",
-            # the notebook reads NBGRADER_EXECUTION to shorten training under the grader
-            **{k: v for k, v in os.environ.items() if k.startswith(("NBGRADER_", "BACKPROP_NINJA_"))},
-            **(env or {}),
-        }
+        env = inside_environment(os.environ, env)
         if not self.isolated:
             return argv
         args = ["bwrap", *_base_args(self.limits.tmp_mb)]
         for outside, inside in (readonly or {}).items():
             args += _parents(Path(inside)) + ["--ro-bind", outside, inside]
-        for outside, inside in writable.items():
+        for outside, inside in writable.items() if isinstance(writable, dict) else writable:
             args += _parents(Path(inside)) + ["--bind", outside, inside]
         if scratch:
             size = max(1, self.limits.disk_mb - self.limits.tmp_mb) * 1024 * 1024

@@ -23,7 +23,7 @@ MAX_COPY_MB = 50  # a submission folder bigger than this is not copied whole int
 def _copy_submission(src: Path, dest: Path) -> list[str]:
     """Regular files and folders only, never through a link, at most MAX_COPY_MB in all."""
     skipped, total = [], 0
-    dest.mkdir(parents=True)
+    dest.mkdir(parents=True, exist_ok=True)
     for root, dirs, files in os.walk(src, followlinks=False):
         here = Path(root)
         for name in sorted(dirs + files):

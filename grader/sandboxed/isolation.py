@@ -22,7 +22,7 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x4000, 0x40000
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 24, 38
 _CAP_VERSION_3 = 0x20080522
 
@@ -65,15 +65,32 @@ def new_namespaces() -> None:
         not_dumpable()
 
 
-def private_scratch(tmp_mb: int) -> None:
-    """In the run (PID 1 of its namespace): private, bounded /tmp and /dev/shm; then no
-    capabilities left, so these mounts stay where they are."""
+def private_mounts() -> None:
+    """Mounts made from here on are this namespace's alone."""
     _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+
+
+def mount_tmpfs(target: str | bytes, size_mb: int, mode: int = 0o1777) -> None:
+    path = os.fsencode(target)
+    opts = f"size={size_mb}m,mode={mode:o}".encode()
+    _check(_libc.mount(b"tmpfs", path, b"tmpfs", MS_NOSUID | MS_NODEV, opts), f"mount {path!r}")
+
+
+def bind(source: str, target: str) -> None:
+    _check(_libc.mount(os.fsencode(source), os.fsencode(target), None, MS_BIND, None), f"bind {target}")
+
+
+def private_scratch(tmp_mb: int, more_mounts=None) -> None:
+    """In the run (PID 1 of its namespace): private, bounded /tmp and /dev/shm (and what
+    `more_mounts()` adds); then no capabilities left, so these mounts stay where they are."""
+    private_mounts()
     for target in (b"/tmp", b"/dev/shm"):
         if os.path.isdir(target):
-            opts = f"size={tmp_mb}m,mode=1777".encode()
-            _check(_libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, opts), f"mount {target!r}")
-    # a /proc of its own namespace, where the kernel allows it: the server's PID is not even listed
+            mount_tmpfs(target, tmp_mb)
+    if more_mounts:
+        more_mounts()
+    # a /proc of its own namespace, where the kernel allows it (not under bubblewrap's /proc,
+    # whose covered subfolders make Linux refuse a new one): the server's PID is not listed
     _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     drop_capabilities()
 

@@ -1,0 +1,222 @@
+"""The warm kernel server: the autograde kernel without a Python start, an `import torch` or
+an ipykernel import per submission. `python -I -m grader.sandboxed.zygote` is started once per
+grading process by grader/sandbox/warm.py, inside the same bubblewrap sandbox as a cold
+kernel. It imports what every kernel imports, then forks one kernel per request and never
+runs a student's code itself.
+
+Each kernel is isolated from the server and from the kernels before it as a replay run is
+(isolation.py): a user, PID, mount and IPC namespace of its own, where it is PID 1 (when it
+ends or is killed, everything it started dies with it); fresh size-limited tmpfs for its
+folder, /tmp and /dev/shm; the sandbox's resource limits; no capabilities. Its folder is filled
+from /run/submission, as a cold kernel's is.
+
+Protocol, JSON lines: on stdin {"start": {...}} (see `start`) or {"kill": true}; on the
+original stdout {"ready": true} once, {"started": pid} after each fork and {"exited": code}
+when that kernel has ended. The kernels hold none of these pipes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import resource
+import select
+import signal
+import struct
+import sys
+
+# What a kernel imports anyway, once for all: the saving is the point of this server.
+import ipykernel.kernelapp  # noqa: F401
+import matplotlib.pyplot  # noqa: F401
+import numpy
+import torch  # noqa: F401
+
+from . import isolation
+
+SUBMISSION_INSIDE = "/run/submission"
+IPC_INSIDE = "/run/kernel-ipc"  # the socket folder's second place (grader/sandbox/warm.py)
+CONNECTION_FILE = ".kernel-connection.json"
+_real_exit = os._exit
+
+
+def _copy_tree(src: str, dest: str) -> None:
+    """`cp -R src/. dest` as the cold kernel's start does: plain files and folders."""
+    for root, _dirs, files in os.walk(src, followlinks=False):
+        rel = os.path.relpath(root, src)
+        here = dest if rel == "." else os.path.join(dest, rel)
+        os.makedirs(here, exist_ok=True)
+        for name in files:
+            with open(os.path.join(root, name), "rb") as fin, open(os.path.join(here, name), "wb") as fout:
+                while chunk := fin.read(1 << 20):
+                    fout.write(chunk)
+
+
+def _private_folders(req: dict) -> None:
+    """Fresh /tmp and /dev/shm; the kernel's own tmpfs over the stage folder (made inside the
+    new /tmp when it lies there), its working folder made in it and filled with the
+    submission's copy; then no capabilities left."""
+
+    def stage() -> None:
+        if not os.path.isdir(req["ipc"]):  # it was in the /tmp just covered: shown again
+            os.makedirs(req["ipc"], mode=0o755)
+            isolation.bind(IPC_INSIDE, req["ipc"])
+        os.makedirs(req["stage"], mode=0o755, exist_ok=True)
+        isolation.mount_tmpfs(req["stage"], max(1, int(req["disk_mb"]) - int(req["tmp_mb"])), mode=0o755)
+        cwd = req["cwd"]
+        os.makedirs(cwd, mode=0o755, exist_ok=True)
+        os.chmod(cwd, 0o1777)  # as the cold kernel's tmpfs folder
+        _copy_tree(SUBMISSION_INSIDE, cwd)
+        path = os.path.join(cwd, CONNECTION_FILE)
+        with open(path, "w") as f:
+            json.dump(req["connection"], f)
+        os.chmod(path, 0o644)
+
+    isolation.private_scratch(int(req["tmp_mb"]), more_mounts=stage)
+
+
+def _limit(limits: dict) -> None:
+    mb = 1024 * 1024
+    for which, value in (
+        (resource.RLIMIT_AS, limits["memory_mb"] * mb),
+        (resource.RLIMIT_FSIZE, limits["file_mb"] * mb),
+        (resource.RLIMIT_CPU, limits["cpu_seconds"]),
+        (resource.RLIMIT_NOFILE, limits["open_files"]),
+        (resource.RLIMIT_NPROC, limits["processes"]),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(which, (value, value))
+
+
+def _run_kernel(req: dict, log_fd: int) -> None:
+    """PID 1 of the kernel's namespaces: its folders, its limits, then the kernel itself."""
+    _private_folders(req)
+    os.chdir(req["cwd"])
+    isolation.close_other_fds({log_fd})
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    _limit(req["limits"])
+    os.environ.clear()
+    os.environ.update(req["env"])
+    random.seed()  # the server's states are every kernel's: not what a fresh kernel has
+    numpy.random.seed()
+    sys.path.insert(0, req["cwd"])  # as `python -m ipykernel_launcher` has it
+    sys.argv = [
+        importlib.util.find_spec("ipykernel_launcher").origin,
+        "-f",
+        os.path.join(req["cwd"], CONNECTION_FILE),
+    ]
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    from ipykernel import kernelapp, kernelbase
+
+    # At shutdown ipykernel signals the processes it finds in /proc as its children, and
+    # waits for them. This /proc is the server's namespace's (Linux refuses a new one under
+    # bubblewrap's), so it would find the server's and wait in vain; and there is no need:
+    # the kernel is PID 1 of its namespace, whose processes all end when it ends.
+    kernelbase.Kernel._process_children = lambda self: []
+    kernelapp.launch_new_instance()
+
+
+def _fork_kernel(req: dict) -> tuple[int, int | None]:
+    """(the kernel's parent, in the server's namespaces; the kernel, PID 1 of its own). The
+    parent's exit status is the kernel's."""
+    pid_r, pid_w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(pid_w)
+        info = os.read(pid_r, 4)
+        os.close(pid_r)
+        return pid, (struct.unpack(">i", info)[0] if len(info) == 4 else None)
+    code = 1
+    try:
+        os.setsid()
+        log_fd = os.dup(2)
+        isolation.close_other_fds({log_fd, pid_w})
+        isolation.new_namespaces()
+        kernel = os.fork()
+        if kernel == 0:
+            code = 1
+            try:
+                os.close(pid_w)
+                _run_kernel(req, log_fd)
+                code = 0
+            except BaseException as e:  # noqa: BLE001 - said on the log, then this kernel ends
+                os.write(log_fd, f"warm kernel: {type(e).__name__}: {e}\n".encode())
+            finally:
+                _real_exit(code)
+        os.close(log_fd)
+        os.write(pid_w, struct.pack(">i", kernel))
+        os.close(pid_w)
+        _, status = os.waitpid(kernel, 0)
+        code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    finally:
+        _real_exit(code)
+
+
+def _kill(pids) -> None:
+    for pid in pids or ():
+        try:
+            os.kill(pid, signal.SIGKILL)  # the kernel is its namespace's PID 1: all it started dies too
+        except (ProcessLookupError, TypeError):
+            pass
+
+
+def _clear(folder: str) -> None:
+    """Sockets a previous kernel left in the socket folder go before the next kernel starts."""
+    for name in os.listdir(folder):
+        try:
+            os.unlink(os.path.join(folder, name))
+        except OSError:
+            pass
+
+
+def _reap(child: tuple | None, say) -> tuple | None:
+    """The kernel's parent, once it has exited: its status is the kernel's."""
+    if child is None:
+        return None
+    done, status = os.waitpid(child[0], os.WNOHANG)
+    if not done:
+        return child
+    _kill(child)  # a kernel whose parent was killed is not left behind
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+    say(exited=code, pid=child[0])
+    return None
+
+
+def _handle(req: dict, child: tuple | None, say) -> tuple | None:
+    if "kill" in req:
+        _kill(child)
+    elif "start" in req and child is None:
+        _clear(req["start"]["ipc"])
+        child = _fork_kernel(req["start"])
+        say(started=child[0])
+    return child
+
+
+def serve() -> int:
+    isolation.not_dumpable()
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # what an import prints goes to the log, not into the protocol
+    say = lambda **msg: proto.write(json.dumps(msg) + "\n")  # noqa: E731
+    # fork needs a single-threaded parent: the host refuses a server that says otherwise
+    say(ready=True, threads=len(os.listdir("/proc/self/task")))
+    child, buf = None, b""
+    while True:
+        ready, _, _ = select.select([0], [], [], 0.05)
+        child = _reap(child, say)
+        if not ready:
+            continue
+        chunk = os.read(0, 1 << 16)
+        if not chunk:  # the grading process is gone: so is everything of ours
+            _kill(child)
+            return 0
+        *lines, buf = (buf + chunk).split(b"\n")
+        for line in lines:
+            child = _handle(json.loads(line), child, say)
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
