@@ -6,6 +6,7 @@ nbgrader commands, so the working tree is untouched."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -114,6 +115,25 @@ def make_course(dest: Path, names: Path) -> Path:
     )
     shutil.copy(names, dest / "source" / "backprop_ninja" / "names.txt")
     return dest
+
+
+def shown_cells(path: Path) -> list:
+    """What a TA or student sees of an autograded notebook: each cell's source and outputs,
+    without execution counts and timing; consecutive stream outputs joined (how a kernel's
+    stdout is split into chunks depends on when it is flushed)."""
+    out = []
+    for c in json.loads(path.read_text())["cells"]:
+        shown: list[list] = []
+        for o in c.get("outputs", []):
+            kind = o["output_type"] + ":" + o.get("name", "")
+            text = o.get("text") or o.get("data", {}).get("text/plain") or o.get("ename")
+            text = "".join(text) if isinstance(text, list) else text
+            if shown and kind.startswith("stream") and shown[-1][0] == kind:
+                shown[-1][1] += text
+            else:
+                shown.append([kind, text])
+        out.append((c["cell_type"], "".join(c["source"]), shown))
+    return out
 
 
 @pytest.fixture(scope="session")

@@ -12,13 +12,17 @@ import os
 import shutil
 import time
 import uuid
+from pathlib import Path
 
+import nbformat
 from nbclient.exceptions import DeadKernelError
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode, from_dict
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer
 
+from ..replay.plan import kernel_prefix
 from ..sandbox import default_sandbox, make_kernel_dir
 from ..sandbox.warm import WarmProvisioner, warm_server
 
@@ -97,7 +101,10 @@ class LimitedExecute(Execute):
             return km
         runtime = os.environ.get("JUPYTER_RUNTIME_DIR") or None
         path = (self.resources or {}).get("metadata", {}).get("path")
-        server = warm_server(cwd=path, runtime_root=runtime) if self.warm_kernels and path else None
+        server = None
+        if self.warm_kernels and path:
+            prefix, names_txt = self._source_prefix()
+            server = warm_server(cwd=path, runtime_root=runtime, prefix=prefix, names_txt=names_txt)
         if server:
             km.ip = str(server.ipc / "kernel")
             km.kernel_id = str(uuid.uuid4())
@@ -107,6 +114,18 @@ class LimitedExecute(Execute):
             self._kernel_home = make_kernel_dir(runtime)
             km.ip = str(self._kernel_home / "ipc" / "kernel")
         return km
+
+    def _source_prefix(self) -> tuple[list[str], Path | None]:
+        """The instructor's notebook's student-independent first cells, and its names.txt."""
+        info = (self.resources or {}).get("nbgrader") or {}
+        if not info.get("assignment") or not info.get("notebook"):
+            return [], None
+        coursedir = CourseDirectory(config=self.config)
+        folder = Path(coursedir.root) / coursedir.source_directory / info["assignment"]
+        source = folder / f"{info['notebook']}.ipynb"
+        if not source.is_file():
+            return [], None
+        return kernel_prefix(nbformat.read(source, 4).cells), folder / "names.txt"
 
     def preprocess_cell(
         self, cell: NotebookNode, resources: ResourcesDict, index: int

@@ -101,3 +101,17 @@ def with_correct_inputs(run: str, grads: dict) -> dict:
     if kind == "local":
         return {"d" + t: grads[t] for t in steps.upstream(name[1:])}
     return {"dhpreact": grads["hpreact"]} if kind == "ex3" else {}
+
+
+def kernel_prefix(cells) -> list[str]:
+    """The same cells as the notebook has them (magics and all): what a warm kernel server may
+    run once for every kernel (grader/sandboxed/kernel_prefix.py)."""
+    shared = {c["grade_id"] for c in warm_prefix(replay_cells(cells, JudgeSettings(seed=0)))}
+    prefix = []
+    for cell in cells:
+        if cell.get("cell_type") != "code":
+            continue
+        if nbgrader_meta(cell).get("grade_id") not in shared:
+            break
+        prefix.append(cell["source"])
+    return prefix

@@ -29,14 +29,24 @@ from .bwrap import default_sandbox, inside_environment
 from .kernel import SUBMISSION_INSIDE, _copy_submission
 
 IPC_INSIDE = "/run/kernel-ipc"  # must match grader/sandboxed/zygote.py
+DATA_INSIDE = "/run/prefix-data"  # where the server runs the notebook's first cells
 START_SECONDS = 120  # torch's import on a loaded machine
 
 
 class WarmServer:
     """The zygote of this grading process, and the one kernel it runs at a time."""
 
-    def __init__(self, *, stage: Path, runtime_root: str | None = None):
-        self.stage, self.kernel_pid, self.exit_code = stage, None, None
+    def __init__(
+        self,
+        *,
+        stage: Path,
+        prefix: list[str] = (),
+        names_txt: Path | None = None,
+        runtime_root: str | None = None,
+    ):
+        """`prefix`: the notebook's student-independent first cells, run once here (see
+        grader/sandboxed/kernel_prefix.py) with the instructor's `names_txt`."""
+        self.stage, self.prefix, self.kernel_pid, self.exit_code = stage, list(prefix), None, None
         self.home = Path(tempfile.mkdtemp(prefix="bn-warm-", dir=runtime_root))
         self.ipc, self.inbox = self.home / "ipc", self.home / "inbox"
         self.ipc.mkdir(mode=0o700)
@@ -44,11 +54,12 @@ class WarmServer:
         sandbox, self._lease = default_sandbox().with_own_user()
         self.limits = sandbox.limits
         sandbox.give(self.ipc)
+        data = {str(names_txt): f"{DATA_INSIDE}/names.txt"} if names_txt and names_txt.is_file() else {}
         cmd = sandbox.command(
             [sys.executable, "-I", "-m", "grader.sandboxed.zygote"],
             # the second place stays reachable when a kernel's fresh /tmp covers the first
             writable=[(str(self.ipc), str(self.ipc)), (str(self.ipc), IPC_INSIDE)],
-            readonly={str(self.inbox): SUBMISSION_INSIDE},
+            readonly={str(self.inbox): SUBMISSION_INSIDE, **data},
             scratch=str(stage),
             cwd="/",
         )
@@ -63,7 +74,9 @@ class WarmServer:
                 preexec_fn=server_limits.apply,
             )
         self._buf = b""
+        self._send({"prefix": self.prefix if data else [], "data_dir": DATA_INSIDE if data else "/"})
         hello = self._next(START_SECONDS)
+        self.skipped = hello.get("skipped", 0) if hello else 0
         if not hello or not hello.get("ready") or hello.get("threads") != 1:
             self.close()
             raise RuntimeError(f"the warm kernel server did not start: {hello or self.log_tail()}")
@@ -211,17 +224,19 @@ class WarmProvisioner(LocalProvisioner):
 _SERVER: WarmServer | None = None
 
 
-def warm_server(*, cwd: str, runtime_root: str | None) -> WarmServer | None:
+def warm_server(
+    *, cwd: str, runtime_root: str | None, prefix: list[str] = (), names_txt: Path | None = None
+) -> WarmServer | None:
     """This process's server, started on first use, for kernels whose folders lie two levels
     below the stage (a course's autograded/<student>/<assignment>). None where it cannot run."""
     global _SERVER
     stage = Path(cwd).resolve().parent.parent
-    if _SERVER and (not _SERVER.alive() or _SERVER.stage != stage):
+    if _SERVER and (not _SERVER.alive() or _SERVER.stage != stage or _SERVER.prefix != list(prefix)):
         _SERVER.close()
         _SERVER = None
     if _SERVER is None and default_sandbox().isolated:
         try:
-            _SERVER = WarmServer(stage=stage, runtime_root=runtime_root)
+            _SERVER = WarmServer(stage=stage, prefix=prefix, names_txt=names_txt, runtime_root=runtime_root)
         except (OSError, RuntimeError) as e:
             print(f"sandbox: warm kernels unavailable, starting kernels cold: {e}", file=sys.stderr)
             return None

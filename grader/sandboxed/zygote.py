@@ -34,6 +34,7 @@ import numpy
 import torch  # noqa: F401
 
 from . import isolation
+from .kernel_prefix import Prefix
 
 SUBMISSION_INSIDE = "/run/submission"
 IPC_INSIDE = "/run/kernel-ipc"  # the socket folder's second place (grader/sandbox/warm.py)
@@ -89,7 +90,7 @@ def _limit(limits: dict) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def _run_kernel(req: dict, log_fd: int) -> None:
+def _run_kernel(req: dict, log_fd: int, prefix: Prefix) -> None:
     """PID 1 of the kernel's namespaces: its folders, its limits, then the kernel itself."""
     _private_folders(req)
     os.chdir(req["cwd"])
@@ -110,17 +111,21 @@ def _run_kernel(req: dict, log_fd: int) -> None:
     ]
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
-    from ipykernel import kernelapp, kernelbase
+    from ipykernel import kernelbase
+    from ipykernel.kernelapp import IPKernelApp
 
     # At shutdown ipykernel signals the processes it finds in /proc as its children, and
     # waits for them. This /proc is the server's namespace's (Linux refuses a new one under
     # bubblewrap's), so it would find the server's and wait in vain; and there is no need:
     # the kernel is PID 1 of its namespace, whose processes all end when it ends.
     kernelbase.Kernel._process_children = lambda self: []
-    kernelapp.launch_new_instance()
+    app = IPKernelApp.instance()
+    app.initialize()
+    prefix.install(app.shell)
+    app.start()
 
 
-def _fork_kernel(req: dict) -> tuple[int, int | None]:
+def _fork_kernel(req: dict, prefix: Prefix) -> tuple[int, int | None]:
     """(the kernel's parent, in the server's namespaces; the kernel, PID 1 of its own). The
     parent's exit status is the kernel's."""
     pid_r, pid_w = os.pipe()
@@ -141,7 +146,7 @@ def _fork_kernel(req: dict) -> tuple[int, int | None]:
             code = 1
             try:
                 os.close(pid_w)
-                _run_kernel(req, log_fd)
+                _run_kernel(req, log_fd, prefix)
                 code = 0
             except BaseException as e:  # noqa: BLE001 - said on the log, then this kernel ends
                 os.write(log_fd, f"warm kernel: {type(e).__name__}: {e}\n".encode())
@@ -186,14 +191,25 @@ def _reap(child: tuple | None, say) -> tuple | None:
     return None
 
 
-def _handle(req: dict, child: tuple | None, say) -> tuple | None:
+def _handle(req: dict, child: tuple | None, say, prefix: Prefix) -> tuple | None:
     if "kill" in req:
         _kill(child)
     elif "start" in req and child is None:
         _clear(req["start"]["ipc"])
-        child = _fork_kernel(req["start"])
+        child = _fork_kernel(req["start"], prefix)
         say(started=child[0])
     return child
+
+
+def _first_line() -> bytes:
+    """Unbuffered, so that nothing after it is taken from the pipe the loop below reads."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = os.read(0, 1)
+        if not byte:
+            break
+        line += byte
+    return bytes(line)
 
 
 def serve() -> int:
@@ -201,8 +217,13 @@ def serve() -> int:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # what an import prints goes to the log, not into the protocol
     say = lambda **msg: proto.write(json.dumps(msg) + "\n")  # noqa: E731
+    hello = json.loads(_first_line())
+    os.chdir(hello["data_dir"])
+    prefix = Prefix(hello["prefix"])
+    prefix.run()
+    os.chdir("/")
     # fork needs a single-threaded parent: the host refuses a server that says otherwise
-    say(ready=True, threads=len(os.listdir("/proc/self/task")))
+    say(ready=True, threads=len(os.listdir("/proc/self/task")), skipped=sum(prefix.skippable))
     child, buf = None, b""
     while True:
         ready, _, _ = select.select([0], [], [], 0.05)
@@ -215,7 +236,7 @@ def serve() -> int:
             return 0
         *lines, buf = (buf + chunk).split(b"\n")
         for line in lines:
-            child = _handle(json.loads(line), child, say)
+            child = _handle(json.loads(line), child, say, prefix)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from grader.course.samples import DEMO
 from grader.course.submissions import write_submissions
 from grader.exercise import spec
 
-from conftest import nbgrader
+from conftest import nbgrader, shown_cells
 from corpus import EXPECTED_ZEROS
 
 EX1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
@@ -23,7 +23,8 @@ ALL = [g.grade_id for g in spec.GRADED]
 @pytest.fixture(scope="module")
 def graded_course(released_course):
     write_submissions(DEMO, course=released_course)
-    nbgrader(released_course, "autograde", "backprop_ninja", "--force")
+    # the reference: plain `nbgrader autograde`, each kernel a Python of its own (the batch's are warm)
+    nbgrader(released_course, "autograde", "backprop_ninja", "--force", "--LimitedExecute.warm_kernels=False")
     nbgrader(released_course, "generate_feedback", "backprop_ninja", "--force")
     nbgrader(released_course, "export", "--to", "grades.csv")
     return released_course
@@ -92,27 +93,6 @@ def test_report_table(graded_course):
 
 
 # ---------------------------------------------------------------- the parallel batch
-def _cells(path):
-    """What a TA or student sees of an autograded notebook: each cell's source and outputs,
-    without execution counts and timing; consecutive stream outputs joined (how a kernel's
-    stdout is split into chunks depends on when it is flushed)."""
-    import json
-
-    out = []
-    for c in json.loads(path.read_text())["cells"]:
-        shown: list[list] = []
-        for o in c.get("outputs", []):
-            kind = o["output_type"] + ":" + o.get("name", "")
-            text = o.get("text") or o.get("data", {}).get("text/plain") or o.get("ename")
-            text = "".join(text) if isinstance(text, list) else text
-            if shown and kind.startswith("stream") and shown[-1][0] == kind:
-                shown[-1][1] += text
-            else:
-                shown.append([kind, text])
-        out.append((c["cell_type"], "".join(c["source"]), shown))
-    return out
-
-
 @pytest.fixture(scope="module")
 def batch_course(tmp_path_factory, names_txt, graded_course):
     """The same class graded by `python -m grader.batch --workers 2`, in a course of its own."""
@@ -148,7 +128,7 @@ def test_parallel_batch_gives_nbgraders_notebooks(graded_course, batch_course):
     course, _ = batch_course
     for sample in DEMO:
         rel = f"autograded/{sample.student}/{spec.ASSIGNMENT}/{spec.NOTEBOOK}.ipynb"
-        assert _cells(course / rel) == _cells(graded_course / rel), sample.student
+        assert shown_cells(course / rel) == shown_cells(graded_course / rel), sample.student
 
 
 def test_parallel_batch_reports_each_submission(batch_course):

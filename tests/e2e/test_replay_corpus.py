@@ -4,6 +4,7 @@ carried-error credit and cheat detection, read back from the gradebook and the r
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ from grader.course.report import read_scores
 from grader.course.submissions import write_submissions
 from grader.exercise import spec
 
-from conftest import make_course, nbgrader
+from conftest import make_course, nbgrader, shown_cells
 from corpus import CORPUS
 
 ALL = [g.grade_id for g in spec.GRADED]
@@ -106,3 +107,32 @@ def test_carried_credit_is_configurable(tmp_path, names_txt):
     assert scores["ex1_dcounts"] == 0.0
     assert scores["ex1_db1"] == 1.0
     assert sum(scores[g] for g in ex1) == 26 - 1 - 0.5 * len(carried)
+
+
+@pytest.fixture(scope="module")
+def cold_corpus_course(tmp_path_factory, names_txt, corpus_course):
+    """The same corpus graded with cold kernels (a Python started per submission): the
+    reference the warm kernels, the default, must reproduce."""
+    course = make_course(tmp_path_factory.mktemp("corpus-cold"), names_txt)
+    for folder in ("release", "submitted"):
+        shutil.copytree(corpus_course / folder, course / folder)
+    shutil.copy(corpus_course / "gradebook.db", course / "gradebook.db")
+    nbgrader(course, "autograde", "backprop_ninja", "--force", "--LimitedExecute.warm_kernels=False")
+    return course
+
+
+def test_warm_kernels_give_the_cold_grades(corpus_course, cold_corpus_course):
+    db = lambda c: f"sqlite:///{c / 'gradebook.db'}"  # noqa: E731
+    warm = {s.student: s.by_grade_id for s in read_scores(db(corpus_course))}
+    cold = {s.student: s.by_grade_id for s in read_scores(db(cold_corpus_course))}
+    assert warm == cold
+    assert len(warm) == len(CORPUS)
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c.sample.student for c in CORPUS])
+def test_warm_kernels_give_the_cold_notebooks(corpus_course, cold_corpus_course, case):
+    rel = f"autograded/{case.sample.student}/{spec.ASSIGNMENT}/{spec.NOTEBOOK}.ipynb"
+    warm, cold = shown_cells(corpus_course / rel), shown_cells(cold_corpus_course / rel)
+    assert len(warm) == len(cold)
+    for i, (w, c) in enumerate(zip(warm, cold)):
+        assert w == c, f"cell {i}"

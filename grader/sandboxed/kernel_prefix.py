@@ -1,0 +1,133 @@
+"""The notebook's student-independent first cells (the imports and the 228k-example dataset),
+run once by the warm kernel server (zygote.py) instead of once per submission.
+
+The server runs them with the instructor's names.txt and keeps what each printed and the
+namespace they leave. In each kernel it forks, a cell whose source is exactly the next of
+them, with nothing else run in between, is replaced by printing what it printed; after the
+last one the kernel's namespace becomes what the cells left (functions re-homed in it, the
+`random` and torch generators as the cells left them), so every later cell sees what a cold
+kernel would. Cells with magics, or that end in a bare expression or wrote to stderr, really
+run. If anything else runs in the middle, the cells skipped so far run for real first
+(silently: their output was already shown), and skipping stops.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import random
+import sys
+import types
+
+import torch
+
+from ..exercise.cells import strip_magics
+
+MODULE = "_backprop_ninja_prefix"  # how the replaced cells reach this module in the kernel
+
+
+def _shows_a_value(source: str) -> bool:
+    body = ast.parse(source).body
+    last = body[-1] if body else None
+    is_print = (
+        isinstance(last, ast.Expr)
+        and isinstance(last.value, ast.Call)
+        and isinstance(last.value.func, ast.Name)
+        and last.value.func.id == "print"
+    )
+    return isinstance(last, ast.Expr) and not is_print
+
+
+class Prefix:
+    """Run in the server (`run`), then used in each kernel (`install`)."""
+
+    def __init__(self, sources: list[str]):
+        self.sources, self.printed, self.skippable = sources, [], []
+        self.ns: dict = {"__name__": "__main__"}
+        self.random_state = self.torch_state = None
+
+    def run(self) -> bool:
+        """In the server, in the data folder. False (and nothing is skipped) if a cell fails
+        or writes to stderr."""
+        kept = 0
+        for source in self.sources:
+            python = strip_magics(source)
+            skippable = python == source and not _shows_a_value(source)
+            if any(self.skippable) and not skippable:
+                break  # a cell that must really run after skipped ones: the block ends here
+            out, err = io.StringIO(), io.StringIO()
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    exec(compile(python, "<prefix>", "exec"), self.ns)
+            except Exception:  # noqa: BLE001 - then every kernel runs every cell itself
+                err.write("failed")
+            if err.getvalue():
+                self.sources = []
+                return False
+            self.printed.append(out.getvalue())
+            self.skippable.append(skippable)
+            kept += 1 if skippable else 0
+        self.sources = self.sources[: len(self.skippable)] if kept else []
+        self.random_state, self.torch_state = random.getstate(), torch.get_rng_state()
+        return bool(self.sources)
+
+    def install(self, shell) -> None:
+        """In a kernel, once its shell exists and before it runs anything."""
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        plain = TransformerManager()
+        self._shell, self._next, self._done, self._decided = shell, 0, not self.sources, {}
+        self._expected = [plain.transform_cell(s) for s in self.sources]
+        sys.modules[MODULE] = self  # type: ignore[assignment]
+        shell.input_transformers_post.append(self._transform)
+
+    def _transform(self, lines: list[str]) -> list[str]:
+        count = self._shell.execution_count
+        if count not in self._decided:  # IPython may transform a cell more than once
+            self._decided[count] = self._decide(lines)
+        return self._decided[count]
+
+    def _decide(self, lines: list[str]) -> list[str]:
+        if self._done:
+            return lines
+        i = self._next
+        if i < len(self.sources) and "".join(lines) == self._expected[i]:
+            self._next += 1
+            self._done = self._next == len(self.sources)
+            return [f"__import__({MODULE!r}).replay({i})\n"] if self.skippable[i] else lines
+        self._rebuild()
+        return lines
+
+    def replay(self, i: int) -> None:
+        sys.stdout.write(self.printed[i])
+        if i == len(self.sources) - 1:
+            self._adopt()
+
+    def _rebuild(self) -> None:
+        """Something else runs mid-way: the cells skipped so far run for real, silently."""
+        self._done = True
+        user_ns = self._shell.user_ns
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            for source, skipped in zip(self.sources[: self._next], self.skippable):
+                if skipped:
+                    exec(compile(source, "<prefix>", "exec"), user_ns)
+
+    def _adopt(self) -> None:
+        user_ns = self._shell.user_ns
+        for name, value in self.ns.items():
+            if name.startswith("__"):
+                continue
+            if isinstance(value, types.FunctionType) and value.__globals__ is self.ns:
+                value = _rehomed(value, user_ns)
+            user_ns[name] = value
+        random.setstate(self.random_state)
+        torch.set_rng_state(self.torch_state)
+
+
+def _rehomed(f: types.FunctionType, globals_: dict) -> types.FunctionType:
+    """The same function, looking up its globals in the kernel's namespace."""
+    g = types.FunctionType(f.__code__, globals_, f.__name__, f.__defaults__, f.__closure__)
+    g.__kwdefaults__, g.__qualname__, g.__module__ = f.__kwdefaults__, f.__qualname__, f.__module__
+    g.__doc__, g.__dict__ = f.__doc__, dict(f.__dict__)
+    return g

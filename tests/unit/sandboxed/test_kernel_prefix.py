@@ -1,0 +1,90 @@
+"""The notebook's first cells run once for every warm kernel (grader/sandboxed/kernel_prefix.py):
+in a real IPython shell, each kernel must print and hold what running the cells would have."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from grader.sandboxed.kernel_prefix import MODULE, Prefix
+
+CELLS = [
+    "import random\n%config Completer.use_jedi = False",  # a magic: really runs
+    "words = ['emma', 'olivia', 'ava']\nprint(len(words))",
+    "random.seed(42)\nrandom.shuffle(words)\nstoi = {w: i for i, w in enumerate(words)}\n"
+    "def lookup(w):\n    return stoi[w] + offset\noffset = 10\nprint(words)",
+]
+
+
+@pytest.fixture
+def shell():
+    sh = InteractiveShell.instance()
+    sh.user_ns.clear()
+    sh.init_user_ns()
+    yield sh
+    sh.input_transformers_post.clear()
+    sys.modules.pop(MODULE, None)
+    InteractiveShell.clear_instance()
+
+
+def _run(shell, source: str, capsys) -> str:
+    result = shell.run_cell(source, store_history=True)
+    assert result.success, result.error_in_exec or result.error_before_exec
+    return capsys.readouterr().out
+
+
+def _cold(shell, capsys) -> tuple[list[str], dict]:
+    outs = [_run(shell, c, capsys) for c in CELLS]
+    return outs, {k: shell.user_ns[k] for k in ("words", "stoi", "offset")}
+
+
+def test_skipped_cells_print_and_leave_what_running_them_would(shell, capsys):
+    outs_cold, ns_cold = _cold(shell, capsys)
+    state_cold = random.getstate()
+    shell.user_ns.clear()
+    shell.init_user_ns()
+    prefix = Prefix(CELLS)
+    assert prefix.run()
+    assert prefix.skippable == [False, True, True]
+    random.seed(7)  # a fresh kernel's own state
+    prefix.install(shell)
+    outs = [_run(shell, c, capsys) for c in CELLS]
+    assert outs == outs_cold
+    assert {k: shell.user_ns[k] for k in ("words", "stoi", "offset")} == ns_cold
+    assert random.getstate() == state_cold
+    # a function from the skipped cells looks up the kernel's names, as a cold one would
+    shell.user_ns["offset"] = 100
+    assert _run(shell, "print(lookup('ava'))", capsys) == f"{ns_cold['stoi']['ava'] + 100}\n"
+
+
+def test_a_cell_run_in_the_middle_gets_the_state_so_far(shell, capsys):
+    prefix = Prefix(CELLS)
+    assert prefix.run()
+    prefix.install(shell)
+    assert _run(shell, CELLS[0], capsys) == ""
+    assert _run(shell, CELLS[1], capsys) == "3\n"
+    # the student's own cell before the last: words exists, unshuffled, and nothing is printed twice
+    assert _run(shell, "print(words)", capsys) == "['emma', 'olivia', 'ava']\n"
+    assert "stoi" not in shell.user_ns
+    assert _run(shell, CELLS[2], capsys).startswith("['")  # really runs now
+    assert "stoi" in shell.user_ns
+
+
+def test_a_notebook_that_starts_otherwise_runs_everything(shell, capsys):
+    prefix = Prefix(CELLS)
+    assert prefix.run()
+    prefix.install(shell)
+    assert _run(shell, "x = 1", capsys) == ""
+    assert _run(shell, CELLS[1], capsys) == "3\n"
+    assert "words" in shell.user_ns and "stoi" not in shell.user_ns
+
+
+def test_a_failing_or_noisy_cell_means_nothing_is_skipped():
+    assert not Prefix(["raise ValueError('no data')"]).run()
+    assert not Prefix(["import sys\nprint('x', file=sys.stderr)"]).run()
+    shows = Prefix(["x = 1", "x"])  # a bare expression is shown by a kernel: it really runs
+    assert shows.run()
+    assert shows.skippable == [True]
