@@ -10,7 +10,7 @@ export NAMES_TXT
 ASSIGNMENT := backprop_ninja
 DATA := source/$(ASSIGNMENT)/names.txt
 
-.PHONY: demo test unit lint venv data release samples autograde feedback export report suspicious bench clean-run
+.PHONY: demo test unit lint venv data release samples autograde feedback export report suspicious bench clean-run collect-zip gradescope
 
 demo: release samples autograde feedback export report
 
@@ -27,6 +27,8 @@ data: venv
 
 release: data
 	nbgrader generate_assignment $(ASSIGNMENT) --force
+	# what previewing the release in Jupyter leaves is not handed out
+	find release -name .ipynb_checkpoints -prune -exec rm -rf {} +
 
 samples: venv
 	$(PY) -m grader.samples .
@@ -42,11 +44,22 @@ feedback: venv
 export: venv
 	mkdir -p exports
 	nbgrader export --to exports/grades.csv
+	nbgrader export --exporter=grader.exports.GradientsExportPlugin --to exports/gradients.csv
 
+# The table; reports/class.html (plots, pass rates, mistakes, suspicious, timings); exports/*.csv
+# (per gradient, Canvas, Moodle). CANVAS_ASSIGNMENT_ID=1234 updates that Canvas assignment.
 report: venv
-	@echo; echo "Grades (also in exports/grades.csv; feedback in feedback/<student>/):"
-	@$(PY) -m grader.report .
+	@echo; echo "Grades (also in exports/; class report in reports/class.html; feedback in feedback/<student>/):"
+	@$(PY) -m grader.report . $(if $(CANVAS_ASSIGNMENT_ID),--canvas-assignment-id $(CANVAS_ASSIGNMENT_ID))
 	@echo; $(PY) -m grader.suspicious .
+
+# The Gradescope autograder: upload dist/gradescope_autograder.zip. VISIBILITY=hidden|after_due_date|after_published
+gradescope: data
+	$(PY) -m grader.gradescope build dist/gradescope_autograder.zip $(if $(VISIBILITY),--visibility $(VISIBILITY))
+
+# Fill submitted/ from a Canvas or Moodle "download all submissions" zip: make collect-zip ZIP=path.zip
+collect-zip: venv
+	$(PY) -m grader.collect . $(ZIP)
 
 suspicious: venv
 	$(PY) -m grader.suspicious .
@@ -70,4 +83,4 @@ lint: venv
 
 # Forget every run-time state (submissions, grades, feedback); keeps the release.
 clean-run:
-	rm -rf submitted autograded/*/ feedback exports reports gradebook.db
+	rm -rf submitted autograded/*/ feedback exports reports gradebook.db exchange

@@ -17,6 +17,12 @@ c.CourseDirectory.course_id = "backprop_ninja"
 # timeout: with several workers, a writer waits for the lock instead of failing ("database is locked")
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db") + "?timeout=120"
 
+# nbgrader's exchange in this folder (exchange/), so release/fetch/submit/collect and the
+# formgrader's Release/Collect buttons work on one machine (grader/course/exchange.py).
+from grader.course.exchange import configure_exchange  # noqa: E402
+
+configure_exchange(c, course_root=HERE)
+
 # names.txt travels with the notebook: the release step copies it, autograde restores it.
 # Files a browser would run (HTML, SVG, ...) are not copied either: the formgrader serves a
 # submission's files from the TA's own origin (grader/course/intake.py).
@@ -97,3 +103,13 @@ from grader.course.intake import before_autograde  # noqa: E402
 c.Autograde.pre_convert_hook = before_autograde
 c.ReplayGrades.seed_salt = "backprop-ninja-2026"
 c.ReplayGrades.carried_credit = 1.0  # full credit for a right rule that received a wrong input
+
+# Feedback a student can read: a table of every gradient first, the hidden tests' source not
+# shown (grader/preprocessors/feedback_summary.py). GetGrades must come before FeedbackSummary.
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
+
+from grader.preprocessors import FeedbackExporter, FeedbackSummary  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, FeedbackSummary, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.exporter_class = FeedbackExporter

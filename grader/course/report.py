@@ -1,7 +1,13 @@
-"""The TA's table: per student, points per exercise and in total, read from the gradebook."""
+"""The TA's table: per student, points per exercise and in total, read from the gradebook.
+
+`python -m grader.report [COURSE] [--canvas-assignment-id ID] [--canvas-id-column COLUMN]`
+prints it, then writes the class report (reports/class.html and its PNGs, class_report.py)
+and the CSV exports (exports/gradients.csv, canvas.csv, moodle.csv; exports.py).
+"""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +64,24 @@ def table(rows: list[StudentScores]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    course = Path(argv[0] if argv else ".").resolve()
+    from . import class_report, exports  # class_report imports read_scores from here: no cycle at load
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("course", nargs="?", default=".")
+    ap.add_argument("--canvas-assignment-id", help="Canvas's id of the assignment (else a new one)")
+    ap.add_argument("--canvas-id-column", default="ID", choices=exports.CANVAS_IDS)
+    args = ap.parse_args(argv)
+    course = Path(args.course).resolve()
     print(table(read_scores(db_url(course))))
+    with Gradebook(db_url(course)) as gb:
+        written = exports.write_all(
+            gb,
+            course / "exports",
+            canvas_assignment_id=args.canvas_assignment_id,
+            canvas_id_column=args.canvas_id_column,
+        )
+    written.append(class_report.write(course))
+    print("\nwrote " + ", ".join(str(p.relative_to(course)) for p in written))
     return 0
 
 

@@ -5,6 +5,7 @@ fails. (What the committed notebooks hold is checked in tests/unit/exercise/test
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -54,12 +55,37 @@ def test_committed_release_equals_fresh_generation(released_course):
     committed = json.loads((ROOT / "release" / NB).read_text())
     assert committed == fresh, "release/ is stale: run `make release` and commit it"
     assert (released_course / "release" / spec.ASSIGNMENT / "names.txt").is_file()
-    tracked = sorted(
-        p.relative_to(ROOT / "release").as_posix()
-        for p in (ROOT / "release").rglob("*")
-        if p.is_file() and p.name != "names.txt"
+    assert _release_files(ROOT / "release") == [NB]
+
+
+def _release_files(release: Path) -> list[str]:
+    """What a release hands out: not the data (downloaded separately) and not what previewing
+    the notebook in Jupyter leaves behind (.ipynb_checkpoints/, which nbgrader's
+    release_assignment and `make release` leave out too)."""
+    return sorted(
+        p.relative_to(release).as_posix()
+        for p in release.rglob("*")
+        if p.is_file() and p.name != "names.txt" and ".ipynb_checkpoints" not in p.parts
     )
-    assert tracked == [NB]
+
+
+def test_previewing_the_release_is_harmless(released_course, tmp_path):
+    """Jupyter writes a checkpoint beside a notebook it opens: the release stays the release."""
+    preview = released_course / "release" / spec.ASSIGNMENT / ".ipynb_checkpoints"
+    preview.mkdir(exist_ok=True)
+    (preview / f"{spec.NOTEBOOK}-checkpoint.ipynb").write_text("{}")
+    try:
+        assert _release_files(released_course / "release") == [NB]
+        exchange = tmp_path / "exchange"
+        exchange.mkdir(mode=0o777)
+        nbgrader(
+            released_course, "release_assignment", spec.ASSIGNMENT, "--force", f"--Exchange.root={exchange}"
+        )
+        handed = sorted(p.name for p in exchange.rglob("*") if p.is_file())
+        assert f"{spec.NOTEBOOK}.ipynb" in handed
+        assert not any("checkpoint" in name for name in handed), handed
+    finally:
+        shutil.rmtree(preview)
 
 
 def test_no_solution_or_hidden_test_leaks_into_release(released_course):

@@ -1,0 +1,37 @@
+"""`python -m grader.gradescope build OUT.zip [--course DIR] [--visibility V]`: the autograder zip.
+`... prepare --source DIR` (setup.sh) and `... run [--root DIR]` (run_autograder): on Gradescope."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from . import build, course, results, run
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m grader.gradescope", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="write the zip to upload as the Gradescope autograder")
+    b.add_argument("out", type=Path)
+    b.add_argument("--course", type=Path, default=Path("."), help="the course folder (default: .)")
+    b.add_argument("--visibility", choices=results.VISIBILITIES, default="visible", help="of each test")
+    p = sub.add_parser("prepare", help="setup.sh: generate the release once")
+    p.add_argument("--source", type=Path, required=True, help="where the zip was extracted")
+    r = sub.add_parser("run", help="run_autograder: grade the submission, write results/results.json")
+    r.add_argument("--root", type=Path, default=Path(os.environ.get("AUTOGRADER_ROOT") or run.DEFAULT_ROOT))
+    args = ap.parse_args(argv)
+    if args.command == "build":
+        out = build.build(out=args.out, course=args.course, visibility=args.visibility)
+        print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MB): upload it as the Gradescope autograder")
+    elif args.command == "prepare":
+        course.prepare(args.source.resolve() / "course")
+    else:
+        run.run(root=args.root.resolve())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

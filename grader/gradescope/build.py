@@ -1,0 +1,147 @@
+"""`python -m grader.gradescope build OUT.zip`: the zip a course uploads as its Gradescope
+autograder. Gradescope extracts it into /autograder/source:
+
+    setup.sh, run_autograder    at the top, as Gradescope requires (scripts.py)
+    requirements.txt            the versions of this virtualenv, pinned (the same judge, the same scores)
+    gradescope.json             the run's settings (visibility of the tests, the build's Python)
+    kit/                        pyproject.toml and the grader package
+    course/                     nbgrader_config.py and source/ (the instructor notebook, names.txt)
+
+The zip is the instructor's (it holds the solutions, as source/ does); never in it: the
+virtualenv, the instructor's gradebook, anyone's submissions or grades.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from ..exercise import spec
+from . import scripts
+
+PACKAGE = Path(__file__).resolve().parents[1]  # the grader package this process runs
+KIT_DIST = "backprop-ninja-grader"
+CPU_TORCH = "--extra-index-url https://download.pytorch.org/whl/cpu"  # Gradescope has no GPU
+SKIPPED_PARTS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
+SKIPPED_SUFFIXES = {".pyc", ".pyo"}
+EXECUTABLE = 0o755
+
+
+@dataclass
+class Entry:
+    """One file of the zip: its path there, and its bytes or the file they come from."""
+
+    name: str
+    source: Path | None = None
+    data: bytes | None = None
+    executable: bool = False
+
+    def content(self) -> bytes:
+        return self.data if self.data is not None else self.source.read_bytes()
+
+
+@dataclass
+class Plan:
+    entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        return [e.name for e in self.entries]
+
+
+def find_names_txt(course: Path) -> Path:
+    """The course's own names.txt, or else NAMES_TXT's (as `make data` would use)."""
+    for candidate in (course / "source" / spec.ASSIGNMENT / "names.txt", os.environ.get("NAMES_TXT")):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    raise FileNotFoundError(
+        f"no names.txt in {course / 'source' / spec.ASSIGNMENT} and NAMES_TXT is not set: run `make data`"
+    )
+
+
+def _tree(folder: Path, prefix: str, *, skip_names: tuple[str, ...] = ()) -> list[Entry]:
+    out = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if path.is_symlink() or not path.is_file() or path.name in skip_names:
+            continue
+        if SKIPPED_PARTS & set(rel.parts) or path.suffix in SKIPPED_SUFFIXES:
+            continue
+        out.append(Entry(f"{prefix}/{rel.as_posix()}", source=path))
+    return out
+
+
+def _pin(name: str) -> str:
+    version = metadata.version(name).split("+")[0]  # "2.13.0+cpu": the index decides the build
+    return f"{name}=={version}"
+
+
+def pinned_requirements(dist: str = KIT_DIST) -> list[str]:
+    """The kit's dependencies and theirs, each at the version installed here."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: dict[str, str] = {}
+    todo = list(metadata.requires(dist) or [])
+    while todo:
+        req = Requirement(todo.pop())
+        key = canonicalize_name(req.name)
+        if key in seen or (req.marker and not req.marker.evaluate({"extra": ""})):
+            continue
+        try:
+            seen[key] = _pin(key)
+        except metadata.PackageNotFoundError:
+            continue  # a dependency pip would leave out here too (another platform's)
+        todo += metadata.requires(key) or []
+    return sorted(seen.values())
+
+
+def requirements_txt(pins: list[str]) -> str:
+    head = [
+        f"# Pinned by `python -m grader.gradescope build` from Python {platform.python_version()}:",
+        "# the virtualenv the course grades with locally, so Gradescope's scores are the same.",
+        CPU_TORCH,
+    ]
+    return "\n".join(head + pins) + "\n"
+
+
+def plan(*, course: Path, visibility: str = "visible", pins: list[str] | None = None) -> Plan:
+    """Every file of the zip, in order; nothing is read yet but names.txt's location."""
+    kit_root = PACKAGE.parent
+    course_source = course / "source"
+    settings = {"visibility": visibility, "python": platform.python_version(), "assignment": spec.ASSIGNMENT}
+    entries = [
+        Entry("setup.sh", data=scripts.SETUP_SH.encode(), executable=True),
+        Entry("run_autograder", data=scripts.RUN_AUTOGRADER.encode(), executable=True),
+        Entry("requirements.txt", data=requirements_txt(pins or pinned_requirements()).encode()),
+        Entry("gradescope.json", data=json.dumps(settings, indent=1).encode()),
+        Entry("kit/pyproject.toml", source=kit_root / "pyproject.toml"),
+        *_tree(PACKAGE, "kit/grader"),
+        Entry("course/nbgrader_config.py", source=course / "nbgrader_config.py"),
+        *_tree(course_source, "course/source", skip_names=("names.txt",)),
+        Entry(f"course/source/{spec.ASSIGNMENT}/names.txt", source=find_names_txt(course)),
+    ]
+    return Plan(entries)
+
+
+def write_zip(the_plan: Plan, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".part")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for entry in the_plan.entries:
+            info = zipfile.ZipInfo(entry.name, date_time=(2020, 1, 1, 0, 0, 0))  # same bytes each build
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (stat.S_IFREG | (EXECUTABLE if entry.executable else 0o644)) << 16
+            zf.writestr(info, entry.content())
+    tmp.replace(out)
+    return out
+
+
+def build(*, out: Path, course: Path, visibility: str = "visible") -> Path:
+    return write_zip(plan(course=course.resolve(), visibility=visibility), out)

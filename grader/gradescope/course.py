@@ -1,0 +1,108 @@
+"""The kit's own nbgrader pipeline, for one submission: the course shipped in the zip
+(course/: nbgrader_config.py, source/) is prepared once (release/ and an empty gradebook),
+then each submission is graded in a throw-away copy of it by `nbgrader autograde`, with
+the kit's configuration: the same preprocessors, the same judge, the same scores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..course import intake
+from ..course.preflight import check_submission
+from ..course.report import read_scores
+from ..exercise import spec
+from ..settings import report_dir
+
+AUTOGRADE_SECONDS = 3600  # Gradescope's own timeout (up to 40 min, set per assignment) comes first
+
+
+def nbgrader_env() -> dict[str, str]:
+    """nbgrader shells out to alembic: the scripts of this Python go first on PATH (a system
+    python3's are in /usr/local/bin, a virtualenv's beside its python)."""
+    bins = [str(Path(sys.executable).parent), sysconfig.get_path("scripts")]
+    return dict(os.environ, PATH=os.pathsep.join([*bins, os.environ.get("PATH", "")]))
+
+
+def _db_url(course: Path) -> str:
+    return f"sqlite:///{course / 'gradebook.db'}"
+
+
+def nbgrader(course: Path, *args: str, log: Path | None = None) -> subprocess.CompletedProcess:
+    """One nbgrader command in `course`; its gradebook is always the local one (a course
+    configured for PostgreSQL still grades a Gradescope submission on its own)."""
+    argv = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.db_url={_db_url(course)}"]
+    proc = subprocess.run(
+        argv,
+        cwd=course,
+        env=nbgrader_env(),
+        capture_output=True,
+        text=True,
+        timeout=AUTOGRADE_SECONDS,
+        stdin=subprocess.DEVNULL,
+    )
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"$ {' '.join(argv)}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def release_notebook(course: Path) -> Path:
+    return course / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+
+
+def prepare(course: Path) -> None:
+    """release/ and a gradebook that knows the assignment (setup.sh; else the first run)."""
+    if release_notebook(course).is_file() and (course / "gradebook.db").is_file():
+        return
+    proc = nbgrader(course, "generate_assignment", spec.ASSIGNMENT, "--force")
+    if proc.returncode != 0:
+        raise RuntimeError(f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}")
+
+
+@dataclass
+class Graded:
+    scores: dict[str, float]
+    record: dict
+    notes: list[str] = field(default_factory=list)  # the preflight's, for the student
+
+
+def _copy_course(template: Path, work: Path) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copy(template / "nbgrader_config.py", work / "nbgrader_config.py")
+    shutil.copy(template / "gradebook.db", work / "gradebook.db")
+    for folder in ("source", "release"):
+        shutil.copytree(template / folder, work / folder)
+
+
+def autograde(*, template: Path, work: Path, student: str, notebook: Path) -> Graded:
+    """Grade `notebook` as `student`'s in a copy of the prepared course at `work`."""
+    prepare(template)
+    _copy_course(template, work)
+    folder = work / "submitted" / student / spec.ASSIGNMENT
+    folder.mkdir(parents=True)
+    shutil.copyfile(notebook, folder / f"{spec.NOTEBOOK}.ipynb", follow_symlinks=False)
+    # as grader.batch does before nbgrader: an unreadable file is graded as the empty assignment
+    notes = check_submission(folder, spec.NOTEBOOK, release_notebook(work)).notes
+    intake.save_notes(work, student, notes)
+    proc = nbgrader(
+        work,
+        "autograde",
+        spec.ASSIGNMENT,
+        "--force",
+        f"--student={student}",
+        log=report_dir(work) / "nbgrader.log",
+    )
+    record_path = report_dir(work) / "replay" / f"{student}.json"
+    found = [s for s in read_scores(_db_url(work)) if s.student == student]
+    if proc.returncode != 0 or not found or not record_path.is_file():
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+        raise RuntimeError(f"nbgrader autograde did not grade the submission ({proc.returncode}):\n{tail}")
+    return Graded(found[0].by_grade_id, json.loads(record_path.read_text()), notes)

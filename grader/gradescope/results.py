@@ -1,0 +1,104 @@
+"""Gradescope's results.json: one test per graded cell, from the gradebook's scores and the
+judge's record (reports/replay/<student>.json), in the order of the exercise's spec.
+
+Format: https://gradescope-autograders.readthedocs.io/en/latest/specs/ (top-level score,
+execution_time, output, tests[] of name, score, max_score, output, visibility).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..exercise import spec
+
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+
+
+@dataclass
+class Test:
+    name: str
+    score: float
+    max_score: float
+    output: str
+    visibility: str = "visible"
+
+
+@dataclass
+class Results:
+    output: str
+    tests: list[Test] = field(default_factory=list)
+    execution_time: int = 0
+    # stored by Gradescope, not shown to students: the TA's side (seed, problems, cheat signs)
+    extra_data: dict = field(default_factory=dict)
+    score: float | None = None  # None: the sum of the tests'
+
+    def to_json(self) -> dict:
+        total = sum(t.score for t in self.tests) if self.score is None else self.score
+        return {
+            "score": float(total),
+            "execution_time": int(self.execution_time),
+            "output": self.output,
+            "stdout_visibility": "hidden",  # the grader's log names the seed and sandbox details
+            "tests": [asdict(t) for t in self.tests],
+            "extra_data": self.extra_data,
+        }
+
+
+def verdict_output(grade_id: str, score: float, verdict: dict | None) -> str:
+    """What the kit's feedback shows for a cell: PASS/FAIL, the judge's lines, the hint."""
+    points = spec.BY_GRADE_ID[grade_id].points
+    if verdict is None:
+        return f"{grade_id}: {score:g}/{points:g} points (no verdict was recorded for this cell)"
+    mark = "PASS" if score == points else "FAIL"
+    lines = [f"{mark} {grade_id}: {score:g}/{points:g} points"]
+    lines += [f"  {line}" for line in verdict.get("lines") or []]
+    hint = verdict.get("hint")
+    if hint and not any(hint in line for line in lines):  # most verdicts already carry it as a line
+        lines.append(f"  hint: {hint}")
+    return "\n".join(lines)
+
+
+def graded(
+    *,
+    scores: dict[str, float],
+    record: dict,
+    notes: list[str],
+    visibility: str = "visible",
+    execution_time: float = 0.0,
+) -> Results:
+    """Results of a graded submission: `scores` are the gradebook's, by grade id."""
+    verdicts = record.get("verdicts", {})
+    tests = [
+        Test(
+            name=g.grade_id,
+            score=float(scores.get(g.grade_id, 0.0)),
+            max_score=float(g.points),
+            output=verdict_output(g.grade_id, float(scores.get(g.grade_id, 0.0)), verdicts.get(g.grade_id)),
+            visibility=visibility,
+        )
+        for g in spec.GRADED
+    ]
+    total = sum(t.score for t in tests)
+    summary = [f"Backprop Ninja: {total:g}/{spec.total_points():g} points"]
+    summary += [
+        f"exercise {ex}: {sum(t.score for t in tests if spec.BY_GRADE_ID[t.name].exercise == ex):g}"
+        f"/{spec.exercise_points(ex):g}"
+        for ex in (1, 2, 3, 4)
+    ]
+    summary += [f"Note: {n}" for n in notes]
+    extra = {k: record.get(k) for k in ("student", "seed", "problems", "suspicious")}
+    return Results(
+        output="\n".join(summary), tests=tests, execution_time=round(execution_time), extra_data=extra
+    )
+
+
+def not_graded(reason: str, *, execution_time: float = 0.0) -> Results:
+    """Zero points, and the reason as the submission's output."""
+    return Results(output=f"Not graded: {reason}", score=0.0, execution_time=round(execution_time))
+
+
+def write(results: Results, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results.to_json(), indent=1))

@@ -1,0 +1,149 @@
+"""run_autograder's work: pick the submitted notebook, find the student in Gradescope's
+submission_metadata.json, grade with the kit's nbgrader pipeline (course.py) and write
+results/results.json, whatever happens (a run that ends without it shows students an error).
+
+Everything is under AUTOGRADER_ROOT (/autograder on Gradescope): source/ (the zip),
+submission/, results/, submission_metadata.json. Anything printed goes to
+results/stdout, which only instructors see.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..exercise import spec
+from . import course as course_mod
+from . import results
+
+DEFAULT_ROOT = Path("/autograder")
+ANONYMOUS = "anonymous"
+
+
+@dataclass
+class Layout:
+    """Gradescope's folders (https://gradescope-autograders.readthedocs.io/en/latest/specs/)."""
+
+    root: Path
+
+    @property
+    def source(self) -> Path:
+        return self.root / "source"
+
+    @property
+    def submission(self) -> Path:
+        return self.root / "submission"
+
+    @property
+    def results_json(self) -> Path:
+        return self.root / "results" / "results.json"
+
+    @property
+    def metadata(self) -> Path:
+        return self.root / "submission_metadata.json"
+
+    @property
+    def template(self) -> Path:
+        return self.source / "course"
+
+    @property
+    def work(self) -> Path:
+        return self.root / "grading"  # thrown away with the container; kept for a look meanwhile
+
+    def settings(self) -> dict:
+        try:
+            return json.loads((self.source / "gradescope.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+
+def student_id(metadata: Path) -> tuple[str, str | None]:
+    """The submitter's Gradescope user id (a group's lowest, so every member's resubmission
+    gets the same inputs), and a note when there is none."""
+    try:
+        users = json.loads(metadata.read_text()).get("users") or []
+        ids = [str(u["id"]) for u in users if isinstance(u, dict) and u.get("id") is not None]
+    except (OSError, ValueError, AttributeError):
+        ids = []
+    # a folder name for nbgrader: Gradescope's ids are numbers; anything else is cleaned
+    ids = [re.sub(r"[^A-Za-z0-9_-]", "_", i) for i in ids if i]
+    ids.sort(key=lambda i: (len(i), i))  # numerically, for ids that are numbers
+    if not ids:
+        return ANONYMOUS, f"no user in {metadata.name}: graded as {ANONYMOUS!r}"
+    return ids[0], None
+
+
+def find_notebook(submission: Path) -> tuple[Path | None, str | None]:
+    """backprop_ninja.ipynb if submitted (at the top first), else the only notebook; else why not."""
+    wanted = f"{spec.NOTEBOOK}.ipynb"
+    found = sorted(
+        (
+            p
+            for p in submission.rglob("*.ipynb")
+            if p.is_file() and not p.is_symlink() and ".ipynb_checkpoints" not in p.parts
+        ),
+        key=lambda p: (len(p.parts), str(p)),
+    )
+    named = [p for p in found if p.name == wanted]
+    if named:
+        return named[0], None
+    if len(found) == 1:
+        return found[0], None
+    if not found:
+        return None, f"no notebook (.ipynb) was submitted; expected {wanted}"
+    names = ", ".join(str(p.relative_to(submission)) for p in found)
+    return None, f"{len(found)} notebooks were submitted ({names}) and none is named {wanted}: submit one"
+
+
+def grade(layout: Layout, *, started: float) -> results.Results:
+    visibility = layout.settings().get("visibility", "visible")
+    notebook, why = find_notebook(layout.submission)
+    if notebook is None:
+        return results.not_graded(why, execution_time=time.monotonic() - started)
+    student, note = student_id(layout.metadata)
+    print(f"student {student}, notebook {notebook.relative_to(layout.submission)}", flush=True)
+    shutil.rmtree(layout.work, ignore_errors=True)
+    done = course_mod.autograde(
+        template=layout.template, work=layout.work, student=student, notebook=notebook
+    )
+    notes = list(done.notes)
+    if notebook.name != f"{spec.NOTEBOOK}.ipynb":
+        notes.append(f"your notebook {notebook.name} was graded as {spec.NOTEBOOK}.ipynb")
+    _log(done.record, note)
+    return results.graded(
+        scores=done.scores,
+        record=done.record,
+        notes=notes,
+        visibility=visibility,
+        execution_time=time.monotonic() - started,
+    )
+
+
+def _log(record: dict, note: str | None) -> None:
+    """For the instructor (results/stdout): what students are not shown."""
+    print(f"seed {record.get('seed')}, replay {record.get('replay_seconds')} s", flush=True)
+    for line in ([note] if note else []) + record.get("problems", []):
+        print(f"problem: {line}")
+    for line in record.get("suspicious", []):
+        print(f"suspicious: {line}")
+
+
+def run(*, root: Path) -> results.Results:
+    """Grade the submission under `root` and write results.json; never raises for a submission."""
+    layout, started = Layout(root), time.monotonic()
+    try:
+        out = grade(layout, started=started)
+    except Exception:
+        traceback.print_exc()  # to results/stdout, for the instructor
+        out = results.not_graded(
+            "the autograder failed on this submission; the course staff can see why in its log",
+            execution_time=time.monotonic() - started,
+        )
+    results.write(out, layout.results_json)
+    print(f"score {out.to_json()['score']:g} in {out.execution_time} s", flush=True)
+    return out

@@ -1,0 +1,128 @@
+"""The Gradescope autograder end to end, without Gradescope: the built zip extracted into a
+temp AUTOGRADER_ROOT laid out as Gradescope does, setup.sh (installation skipped: the
+virtualenv has the requirements), then run_autograder on corpus notebooks. Its results.json
+must give the scores nbgrader gives the same notebook for the same student."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import stat
+import subprocess
+import time
+import zipfile
+
+import pytest
+
+from grader.course.report import read_scores
+from grader.course.submissions import write_submissions
+from grader.exercise import spec
+from grader.gradescope import build, scripts
+
+from conftest import VENV_BIN, make_course, nbgrader
+from corpus import CORPUS
+
+ALL = [g.grade_id for g in spec.GRADED]
+# corpus case -> Gradescope user id (the seed comes from it, as from an nbgrader student id)
+CASES = {"s01_reference": 5001, "s04_bessel": 5002}
+
+
+def _env(root):
+    return dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", AUTOGRADER_ROOT=str(root))
+
+
+def _extract(zip_path, dest):
+    """As Gradescope does: files with the modes the zip gives them."""
+    with zipfile.ZipFile(zip_path) as zf:
+        for info in zf.infolist():
+            path = zf.extract(info, dest)
+            os.chmod(path, (info.external_attr >> 16) & 0o777 or 0o644)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory, names_txt):
+    """A course graded by nbgrader itself: the reference scores, under the Gradescope ids."""
+    c = make_course(tmp_path_factory.mktemp("gs-course"), names_txt)
+    nbgrader(c, "generate_assignment", spec.ASSIGNMENT, "--force")
+    samples = [
+        dataclasses.replace(k.sample, student=str(CASES[k.sample.student]))
+        for k in CORPUS
+        if k.sample.student in CASES
+    ]
+    write_submissions(samples, course=c)
+    nbgrader(c, "autograde", spec.ASSIGNMENT, "--force")
+    return c
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory, course):
+    """The zip built from the course, extracted and set up once."""
+    tmp = tmp_path_factory.mktemp("gs-build")
+    zip_path = build.build(out=tmp / "dist" / "gradescope_autograder.zip", course=course)
+    src = tmp / "autograder" / "source"
+    _extract(zip_path, src)
+    env = dict(_env(tmp / "autograder"), **{scripts.SKIP_INSTALL: "1"})
+    proc = subprocess.run(
+        [str(src / "setup.sh")], cwd=src, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return src
+
+
+def _autograde(source, tmp_path, *, notebook=None, name="backprop_ninja.ipynb", user=None):
+    """One Gradescope run in a root of its own; returns results.json and the seconds it took."""
+    root = tmp_path / "autograder"
+    shutil.copytree(source, root / "source")
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")  # Gradescope copies it there
+    (root / "submission").mkdir()
+    if notebook is not None:
+        shutil.copy(notebook, root / "submission" / name)
+    users = [] if user is None else [{"email": "s@example.edu", "id": user, "name": "S"}]
+    (root / "submission_metadata.json").write_text(json.dumps({"id": 1, "users": users}))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(root / "run_autograder")], cwd=root, env=_env(root), capture_output=True, text=True, timeout=1200
+    )
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads((root / "results" / "results.json").read_text()), proc.stdout, seconds
+
+
+def test_setup_prepared_the_release_and_its_own_gradebook(source):
+    assert (source / "course" / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb").is_file()
+    assert (source / "course" / "gradebook.db").is_file()
+    assert stat.S_IMODE((source / "run_autograder").stat().st_mode) & 0o111
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_scores_are_nbgraders(course, source, tmp_path, case):
+    user = CASES[case]
+    submitted = course / "submitted" / str(user) / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+    got, stdout, seconds = _autograde(source, tmp_path, notebook=submitted, name="my work.ipynb", user=user)
+    print(f"{case}: run_autograder took {seconds:.1f} s")
+    nbgraders = {s.student: s.by_grade_id for s in read_scores(f"sqlite:///{course / 'gradebook.db'}")}[
+        str(user)
+    ]
+    tests = {t["name"]: t for t in got["tests"]}
+    assert [t["name"] for t in got["tests"]] == ALL
+    assert {gid: t["score"] for gid, t in tests.items()} == nbgraders
+    zeros = next(k.zeros for k in CORPUS if k.sample.student == case)
+    assert {gid for gid, t in tests.items() if t["score"] == 0} == zeros
+    assert got["score"] == sum(nbgraders.values())
+    assert "graded as backprop_ninja.ipynb" in got["output"]
+    # the same student's inputs and the judge's words, as nbgrader's record has them
+    record = json.loads((course / "reports" / "replay" / f"{user}.json").read_text())
+    assert got["extra_data"]["seed"] == record["seed"]
+    for gid in zeros:
+        assert record["verdicts"][gid]["hint"] in tests[gid]["output"]
+        assert tests[gid]["output"].startswith(f"FAIL {gid}: 0/")
+    assert f"seed {record['seed']}" in stdout
+
+
+def test_no_notebook_is_zero_with_a_reason(source, tmp_path):
+    got, _, seconds = _autograde(source, tmp_path, user=5003)
+    assert got["score"] == 0.0 and got["tests"] == []
+    assert "no notebook" in got["output"]
+    assert seconds < 60

@@ -1,0 +1,81 @@
+"""results.json as Gradescope reads it: one test per grade id, in the spec's order, with the
+judge's verdict and hint; the total; a clear zero when nothing could be graded."""
+
+from __future__ import annotations
+
+import json
+
+from grader.exercise import spec
+from grader.gradescope import results
+
+ALL = [g.grade_id for g in spec.GRADED]
+
+
+def _record():
+    verdicts = {
+        gid: {"score": 1.0, "max_score": 1.0, "carried": False, "hint": None, "lines": []} for gid in ALL
+    }
+    verdicts["ex1_dbndiff2"] = {
+        "score": 0.0,
+        "max_score": 1.0,
+        "carried": False,
+        "hint": "Bessel's correction",
+        "lines": ["dbndiff2 | exact: False", "hint: Bessel's correction"],
+    }
+    verdicts["ex4_training"]["hint"] = "the loss did not fall"  # a hint that is not among the lines
+    return {"student": "42", "seed": 7, "problems": [], "suspicious": ["reads .grad"], "verdicts": verdicts}
+
+
+def _scores():
+    return {gid: 0.0 if gid == "ex1_dbndiff2" else spec.BY_GRADE_ID[gid].points for gid in ALL}
+
+
+def test_one_test_per_grade_id_in_spec_order_with_the_gradebook_scores():
+    out = results.graded(scores=_scores(), record=_record(), notes=[], visibility="after_due_date")
+    assert [t.name for t in out.tests] == ALL
+    assert [t.max_score for t in out.tests] == [spec.BY_GRADE_ID[g].points for g in ALL]
+    assert {t.name: t.score for t in out.tests} == _scores()
+    assert {t.visibility for t in out.tests} == {"after_due_date"}
+    assert out.to_json()["score"] == spec.total_points() - 1
+
+
+def test_outputs_carry_the_verdict_and_the_hint_once():
+    out = {t.name: t.output for t in results.graded(scores=_scores(), record=_record(), notes=[]).tests}
+    assert out["ex1_dbndiff2"].startswith("FAIL ex1_dbndiff2: 0/1 points")
+    assert out["ex1_dbndiff2"].count("Bessel's correction") == 1
+    assert out["ex4_training"].endswith("hint: the loss did not fall")
+    assert out["ex1_dlogprobs"] == "PASS ex1_dlogprobs: 1/1 points"
+
+
+def test_a_cell_without_a_verdict_says_so():
+    record = _record()
+    del record["verdicts"]["ex2_dlogits"]
+    out = {t.name: t.output for t in results.graded(scores=_scores(), record=record, notes=[]).tests}
+    assert "no verdict was recorded" in out["ex2_dlogits"]
+
+
+def test_summary_notes_and_the_tas_data():
+    out = results.graded(scores=_scores(), record=_record(), notes=["graded as backprop_ninja.ipynb"])
+    assert f"{spec.total_points() - 1:g}/{spec.total_points():g} points" in out.output
+    assert f"exercise 1: 25/{spec.exercise_points(1):g}" in out.output
+    assert "Note: graded as backprop_ninja.ipynb" in out.output
+    assert out.extra_data == {"student": "42", "seed": 7, "problems": [], "suspicious": ["reads .grad"]}
+
+
+def test_not_graded_is_zero_with_the_reason(tmp_path):
+    path = tmp_path / "results" / "results.json"
+    results.write(results.not_graded("no notebook was submitted", execution_time=2.6), path)
+    data = json.loads(path.read_text())
+    assert data["score"] == 0.0
+    assert data["tests"] == []
+    assert data["output"] == "Not graded: no notebook was submitted"
+    assert data["execution_time"] == 3
+
+
+def test_written_json_has_gradescopes_fields(tmp_path):
+    path = tmp_path / "results.json"
+    results.write(results.graded(scores=_scores(), record=_record(), notes=[], execution_time=41.2), path)
+    data = json.loads(path.read_text())
+    assert isinstance(data["score"], float) and data["execution_time"] == 41
+    assert data["stdout_visibility"] == "hidden"
+    assert set(data["tests"][0]) == {"name", "score", "max_score", "output", "visibility"}
