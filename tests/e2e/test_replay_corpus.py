@@ -72,16 +72,28 @@ def test_cheats_are_listed_for_tas(corpus_course):
         check=True,
     ).stdout
     listed = json.loads((corpus_course / "reports" / "suspicious.json").read_text())
+    assert isinstance(listed, list)
+    signs = [e for e in listed if e["kind"] != "similar"]  # pairs are similarity.py's to test
     cheats = {c.sample.student for c in CORPUS if c.suspicious}
-    assert set(listed) == cheats
+    assert {s for e in signs for s in e["students"]} == cheats
+    assert all(len(e["students"]) == 1 and e["evidence"] for e in signs)
     for student in cheats:
         assert student in out
-    assert any("reads .grad" in r for r in listed["c01_copy_grad"]["reasons"])
-    assert any("torch.autograd" in r for r in listed["c02_autograd"]["reasons"])
-    assert any("replaces torch.allclose" in r for r in listed["c03_monkeypatch"]["reasons"])
-    assert any("loads a file" in r for r in listed["c04_from_file"]["reasons"])
-    assert any("introspects the interpreter" in r for r in listed["c05_frames"]["reasons"])
-    assert any("matched autograd in the student's kernel" in r for r in listed["c03_monkeypatch"]["reasons"])
+
+    def kinds(student, text):
+        return {e["kind"] for e in signs if e["students"] == [student] and text in e["evidence"]}
+
+    ex1 = [g.grade_id for g in spec.GRADED if g.exercise == 1]
+    assert kinds("c01_copy_grad", "reads .grad") == {"autograd"}
+    assert {"ex2_dlogits"} in [set(e["grade_ids"]) for e in signs if e["students"] == ["c01_copy_grad"]]
+    assert kinds("c02_autograd", "torch.autograd") == {"autograd"}
+    assert kinds("c03_monkeypatch", "replaces torch.allclose") == {"tampering"}
+    assert kinds("c04_from_file", "loads a file") == {"file"}
+    assert kinds("c05_frames", "introspects the interpreter") == {"introspection"}
+    kernel = [e for e in signs if e["students"] == ["c03_monkeypatch"] and e["kind"] == "kernel"]
+    assert len(kernel) == 1 and "matched autograd in the student's kernel" in kernel[0]["evidence"]
+    assert len(kernel[0]["grade_ids"]) == 24 and set(kernel[0]["grade_ids"]) <= set(ex1)
+    assert all(e["grade_ids"] == ex1 for e in signs if "ex1_solution, line" in e["evidence"])
 
 
 def test_kernel_scores_are_not_trusted(corpus_course):

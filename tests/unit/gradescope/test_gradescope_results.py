@@ -79,3 +79,9 @@ def test_written_json_has_gradescopes_fields(tmp_path):
     assert isinstance(data["score"], float) and data["execution_time"] == 41
     assert data["stdout_visibility"] == "hidden"
     assert set(data["tests"][0]) == {"name", "score", "max_score", "output", "visibility"}
+
+
+def test_the_flags_go_to_staff_with_their_kinds():
+    flags = [{"kind": "autograd", "evidence": "ex1_solution, line 1: reads .grad", "grade_ids": ["ex1_dW1"]}]
+    out = results.graded(scores=_scores(), record=_record() | {"flags": flags}, notes=[])
+    assert out.extra_data["flags"] == flags
