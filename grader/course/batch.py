@@ -5,7 +5,8 @@
    gradebook) is graded again; finished ones are kept unless --force.
 3. `nbgrader autograde` itself, on all cores (workers.py): the grades are nbgrader's, with the
    kit's configuration; a live bar shows progress, reports/autograde.log has a line each.
-4. A summary: who was graded, who was not and why (also reports/batch.json).
+4. A summary: who was graded, who was not and why (also reports/batch.json), and the TAs' list
+   of signs of cheating (reports/suspicious.json, as `python -m grader.suspicious` writes it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from ..exercise import spec
 from ..settings import report_dir
-from . import cluster, intake
+from . import cluster, intake, suspicious
 from . import workers as workers_mod
 from .preflight import check_submission
 from .progress import Progress
@@ -78,6 +79,9 @@ def run(
         record = reports / "replay" / f"{student}.json"
         if record.exists():
             info["problems"] = json.loads(record.read_text()).get("problems", [])
+    signs = suspicious.collect_findings(course)
+    suspicious.write(course, signs)
+    summary["suspicious"] = len(suspicious.by_student(signs))
     (reports / "batch.json").write_text(json.dumps(summary, indent=1))
     return summary
 
@@ -157,6 +161,9 @@ def main(argv: list[str]) -> int:
         print(f"{for_log(student)}: {state}")
         for note in info["preflight"] + info.get("problems", []):
             print(f"  - {for_log(html.unescape(note), 500)}")
+    if summary.get("suspicious"):
+        where = report_dir(course) / "suspicious.json"
+        print(f"{summary['suspicious']} submission(s) with signs of cheating for a TA: {where}")
     return 0 if all(i["graded"] for i in summary["students"].values()) else 1
 
 

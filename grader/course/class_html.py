@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..exercise import spec
 from .quote import for_html
+from .suspicious import Entry, grade_ids_text
 
 if TYPE_CHECKING:
     from .class_report import ClassData
@@ -69,7 +70,7 @@ def _summary(data: ClassData) -> str:
     return (
         f"<h1>{spec.ASSIGNMENT}: class report</h1>"
         f"<p id='summary'>{n} graded submissions; mean total {mean:.1f} / {spec.total_points():g}; "
-        f"{len(data.suspicious)} suspicious.</p>"
+        f"{len(data.suspicious_students())} suspicious.</p>"
     )
 
 
@@ -108,17 +109,37 @@ def _mistakes(data: ClassData) -> str:
 
 
 def _suspicious(data: ClassData) -> str:
-    if not data.suspicious:
+    """reports/suspicious.json by student, and the scan's other findings in their cells."""
+    flagged = data.suspicious_students()
+    if not flagged:
         return "<h2 id='suspicious'>Suspicious submissions</h2><p>None.</p>"
     parts = ["<h2 id='suspicious'>Suspicious submissions</h2><p>Grades follow the replay either way.</p>"]
-    for student, info in data.suspicious.items():
-        evidence = [for_html(r, 500) for r in info.get("reasons", [])]
-        evidence += [f"finding: {for_html(f, 500)}" for f in info.get("findings", [])]
+    for student, entries in flagged.items():
+        record = data.records.get(student, {})
+        evidence = [
+            f"<b>{for_html(e.kind)}</b>{_pair(e, student)} ({for_html(grade_ids_text(e.grade_ids))}): "
+            + _evidence(e.evidence)
+            for e in entries
+        ]
+        evidence += [f"finding: {for_html(f, 500)}" for f in record.get("findings", [])]
+        score = f"{record['score']:g} / {record['max_score']:g}" if "score" in record else "no replay record"
         parts.append(
-            f"<h3>{link(student)}: {info['score']:g} / {info['max_score']:g}</h3>"
-            f"<ul>{''.join(f'<li>{e}</li>' for e in evidence)}</ul>"
+            f"<h3>{link(student)}: {score}</h3><ul>{''.join(f'<li>{e}</li>' for e in evidence)}</ul>"
         )
     return "".join(parts)
+
+
+def _evidence(text: str) -> str:
+    """A line, or (a similar pair's lines side by side) a block."""
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return for_html(text, 500)
+    return "<pre>" + "\n".join(for_html(line, 300) for line in lines[:30]) + "</pre>"
+
+
+def _pair(entry: Entry, student: str) -> str:
+    others = [link(s) for s in entry.students if s != student]
+    return f" with {', '.join(others)}" if others else ""
 
 
 def _batch(data: ClassData) -> str:
@@ -155,7 +176,7 @@ def _batch(data: ClassData) -> str:
 
 
 def _students(data: ClassData) -> str:
-    parts = ["<h2 id='students'>Students</h2>"]
+    parts, flagged = ["<h2 id='students'>Students</h2>"], data.suspicious_students()
     for s in data.scores:
         record = data.records.get(s.student, {})
         verdicts = record.get("verdicts", {})
@@ -169,7 +190,7 @@ def _students(data: ClassData) -> str:
                 f"<tr class='{cls}'><td>{gid}</td><td class='num'>{score:g}/{spec.BY_GRADE_ID[gid].points:g}"
                 f"</td><td>{for_html(v.get('hint') or '', 600)}</td></tr>"
             )
-        flag = " (suspicious)" if s.student in data.suspicious else ""
+        flag = " (suspicious)" if s.student in flagged else ""
         missing = "" if record else "<p>No replay record.</p>"
         parts.append(
             f"<section id='{anchor(s.student)}'><h3>{for_html(s.student, 100)}{flag}: "

@@ -20,7 +20,7 @@ from ..settings import db_url, report_dir
 from . import plots
 from .class_html import render
 from .report import StudentScores, read_scores
-from .suspicious import collect
+from .suspicious import Entry, by_student, collect_findings, read_records
 
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
 EXERCISES = sorted({g.exercise for g in spec.GRADED})
@@ -42,7 +42,7 @@ class Mistake:
 class ClassData:
     scores: list[StudentScores]
     records: dict[str, dict] = field(default_factory=dict)  # student -> replay record
-    suspicious: dict[str, dict] = field(default_factory=dict)  # grader.course.suspicious.collect
+    suspicious: list[Entry] = field(default_factory=list)  # grader.course.suspicious.collect_findings
     log: list[str] = field(default_factory=list)  # the batch's line per submission
     batch: dict = field(default_factory=dict)  # reports/batch.json
 
@@ -70,17 +70,15 @@ class ClassData:
             out[gid] = sorted(out[gid], key=lambda m: (-len(m.students), m.hint))[:top]
         return {gid: out[gid] for gid in GRADE_IDS if gid in out}
 
+    def suspicious_students(self) -> dict[str, list[Entry]]:
+        return by_student(self.suspicious)
+
 
 def load(course: Path) -> ClassData:
     """Everything the report shows; a record or log that is missing is simply not shown."""
     reports = report_dir(course)
-    data = ClassData(read_scores(db_url(course)), suspicious=collect(course))
-    for path in sorted((reports / "replay").glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-            data.records[str(record["student"])] = record
-        except (ValueError, KeyError, TypeError):
-            continue  # a half-written record: the page shows the student without it
+    data = ClassData(read_scores(db_url(course)), records=read_records(course))
+    data.suspicious = collect_findings(course, records=data.records)
     log = reports / "autograde.log"
     if log.is_file():
         data.log = log.read_text(errors="replace").split(_LOG_SPLIT, 1)[0].splitlines()

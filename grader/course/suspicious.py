@@ -1,50 +1,171 @@
-"""For TAs: the submissions with signs of cheating, from the replay records.
+"""For TAs: one list of the class's signs of cheating, from the replay records (and the pairs of
+similar submissions of grader/course/similarity.py, once that module exists).
 
-`python -m grader.suspicious [COURSE]` prints them with their reasons and writes
-COURSE/reports/suspicious.json. Grades follow the replay either way: this is a list to
-look at, not a verdict.
+`python -m grader.suspicious [COURSE]` prints them grouped by student and writes
+COURSE/reports/suspicious.json, a JSON list with one entry per sign:
+    {"students": ["bob"], "kind": "autograd", "evidence": "ex1_solution, line 3: reads .grad: ...",
+     "grade_ids": ["ex1_dlogprobs", ...]}
+A student with nothing to report is in no entry. Grades follow the replay either way: this is a
+list to look at, not a verdict.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..exercise import spec
 from ..settings import report_dir
+from ..verdicts.flags import KERNEL, cell_grade_ids
 from .quote import for_log
+
+SHOWN = 8  # entries printed per student; the file has all of them
+
+
+@dataclass
+class Entry:
+    students: list[str]  # one, or two for a similar pair
+    kind: str  # "autograd", "tampering", "introspection", "file", "dynamic", "kernel", "similar", ...
+    evidence: str
+    grade_ids: list[str]  # the grades it bears on; [] when unknown
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def read_records(course: Path) -> dict[str, dict]:
+    """reports/replay/<student>.json by student; a half-written record is skipped."""
+    out = {}
+    for path in sorted((report_dir(course) / "replay").glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+            out[str(record["student"])] = record
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def collect_findings(course: Path, *, records: dict[str, dict] | None = None) -> list[Entry]:
+    """Every sign in the class, student by student, then the similar pairs."""
+    records = read_records(course) if records is None else records
+    return [e for student, record in records.items() for e in _entries(student, record)] + _similar(course)
+
+
+def _entries(student: str, record: dict) -> list[Entry]:
+    flags = record.get("flags")
+    if flags is None:  # a record written before flags had kinds
+        flags = [_legacy(reason) for reason in record.get("suspicious") or []]
+    kernel = [f for f in flags if f["kind"] == KERNEL]
+    if len(kernel) < 2:
+        kernel = []
+    out = [Entry([student], f["kind"], f["evidence"], list(f["grade_ids"])) for f in flags if f not in kernel]
+    if kernel:  # one entry: 24 lines of the same sign tell a TA nothing more
+        gids = [gid for f in kernel for gid in f["grade_ids"]]
+        evidence = f"{len(gids)} values matched autograd in the student's kernel but fail on fresh inputs"
+        out.append(Entry([student], KERNEL, evidence, gids))
+    return out
+
+
+def _legacy(reason: str) -> dict:
+    """A reason string of an older record: its kind from its prefix, where it has one."""
+    if "matched autograd in the student's kernel" in reason:
+        return {"kind": KERNEL, "evidence": reason, "grade_ids": [reason.split()[0]]}
+    head, _, rest = reason.partition(": ")
+    if head == "tampering":
+        return {"kind": "tampering", "evidence": rest, "grade_ids": cell_grade_ids(rest.split(",")[0])}
+    return {"kind": "other", "evidence": reason, "grade_ids": []}
+
+
+def _similar(course: Path) -> list[Entry]:
+    """Pairs of near-identical submissions, from grader/course/similarity.py if it is there."""
+    try:
+        from .similarity import similar_pairs  # lazily: written separately, may be absent
+    except ModuleNotFoundError as e:
+        if e.name != f"{__package__}.similarity":
+            raise
+        return []  # HOOK (issue 11, section 5): similarity.py's pairs join the list here
+    try:
+        pairs = similar_pairs(course)
+    except (OSError, ValueError) as e:  # no instructor's notebook to compare against, say
+        print(f"note: similar pairs not computed: {for_log(e)}", file=sys.stderr)
+        return []
+    return [Entry(list(f.students), f.kind, f.evidence, list(f.grade_ids)) for f in pairs]
+
+
+def by_student(entries: list[Entry]) -> dict[str, list[Entry]]:
+    """Each student's entries, in the list's order; a pair is under both of its students."""
+    out: dict[str, list[Entry]] = {}
+    for entry in entries:
+        for student in entry.students:
+            out.setdefault(student, []).append(entry)
+    return out
 
 
 def collect(course: Path) -> dict[str, dict]:
+    """The former per-student view ({student: score, max_score, reasons, findings}), kept for
+    TAs' scripts; the kit itself reads collect_findings."""
+    records = read_records(course)
     out = {}
-    for path in sorted((report_dir(course) / "replay").glob("*.json")):
-        record = json.loads(path.read_text())
-        if record.get("suspicious"):
-            out[record["student"]] = {
-                "score": record["score"],
-                "max_score": record["max_score"],
-                "reasons": record["suspicious"],
-                "findings": record.get("findings", []),
-            }
+    for student, entries in by_student(collect_findings(course, records=records)).items():
+        record = records.get(student, {})
+        out[student] = {k: record.get(k) for k in ("score", "max_score")} | {
+            "reasons": [f"{e.kind}: {e.evidence}" for e in entries],
+            "findings": record.get("findings", []),
+        }
+    return out
+
+
+def write(course: Path, entries: list[Entry]) -> Path:
+    out = report_dir(course) / "suspicious.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps([e.to_json() for e in entries], indent=1))
+    return out
+
+
+def grade_ids_text(grade_ids: list[str]) -> str:
+    """`ex1` for all of exercise 1's grade ids, `24 of ex1's 26` for most of them, else the ids."""
+    parts = []
+    for ex in sorted({g.exercise for g in spec.GRADED}):
+        whole = [g.grade_id for g in spec.GRADED if g.exercise == ex]
+        mine = [gid for gid in grade_ids if gid in whole]
+        if len(whole) > 1 and len(mine) == len(whole):
+            parts.append(f"ex{ex}")
+        elif len(mine) > 3:
+            parts.append(f"{len(mine)} of ex{ex}'s {len(whole)}")
+        else:
+            parts += mine
+    known = {g.grade_id for g in spec.GRADED}
+    return ", ".join(parts + [gid for gid in grade_ids if gid not in known]) or "no grade id"
+
+
+def _line(e: Entry, student: str) -> str:
+    """One entry as printed under `student`: a pair's lines of evidence under its first student."""
+    first, *more = e.evidence.split("\n")
+    pair = [for_log(s) for s in e.students if s != student]
+    also = f" (with {', '.join(pair)})" if pair else ""
+    out = f"  - {e.kind}{also} [{grade_ids_text(e.grade_ids)}]: {for_log(first, 300)}"
+    if more and student == e.students[0]:
+        out += "".join(f"\n      {for_log(line, 300)}" for line in more[:20])
     return out
 
 
 def main(argv: list[str]) -> int:
     course = Path(argv[0] if argv else ".").resolve()
-    found = collect(course)
-    out = report_dir(course) / "suspicious.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(found, indent=1))
-    if not found:
+    records = read_records(course)
+    entries = collect_findings(course, records=records)
+    out = write(course, entries)
+    if not entries:
         print("no suspicious submissions")
-    for student, info in found.items():
-        print(f"{for_log(student)}: {info['score']:g}/{info['max_score']:g} (grade follows the replay)")
-        for reason in info["reasons"][
-            :8
-        ]:  # they quote the student's code: no escape codes reach the terminal
-            print(f"  - {for_log(reason, 300)}")
-        if len(info["reasons"]) > 8:
-            print(f"  - ... {len(info['reasons']) - 8} more in {out}")
+    for student, mine in by_student(entries).items():
+        record = records.get(student, {})
+        score = f"{record['score']:g}/{record['max_score']:g}" if "score" in record else "no replay record"
+        print(f"{for_log(student)}: {score} (grade follows the replay)")
+        for e in mine[:SHOWN]:  # evidence quotes the student's code: for_log keeps escape codes out
+            print(_line(e, student))
+        if len(mine) > SHOWN:
+            print(f"  - ... {len(mine) - SHOWN} more in {out}")
     return 0
 
 

@@ -4,7 +4,7 @@ The judge draws fresh parameters and a fresh batch and computes the references h
 (grader/reference/), has the replay run the student's cells on the same inputs in the
 sandbox (grader/replay/), then decides each graded cell (grading.decide: as submitted, else
 the student's own rule with correct inputs), explains each failure (hints.py) and lists signs
-of cheating (scan.py). Nothing the student's code does can reach the comparisons: they happen
+of cheating (scan.py, flags.py). Nothing the student's code does can reach the comparisons: they happen
 in this process, on values validated as plain tensors.
 """
 
@@ -28,9 +28,10 @@ from ..replay.run import ReplayOutput, run_replay
 from ..sandbox import Sandbox
 from ..settings import JudgeSettings
 from . import hints
+from .flags import Flag, flags, scan_plan
 from .grading import decide
 from .mistakes import known_mistakes
-from .scan import Finding, scan_source
+from .scan import Finding
 from .time_limit import JudgeTimeout, time_limit
 from .training import training_verdict
 
@@ -43,7 +44,7 @@ class JudgeRecord:
     seed: int
     verdicts: dict[str, Verdict]
     findings: list[Finding]
-    suspicious: list[str]
+    suspicious: list[Flag]
     replay_seconds: float
     problems: list[str]
 
@@ -55,7 +56,8 @@ class JudgeRecord:
             "score": sum(v.score for v in self.verdicts.values()),
             "max_score": sum(v.max_score for v in self.verdicts.values()),
             "problems": self.problems,
-            "suspicious": self.suspicious,
+            "suspicious": [f.reason() for f in self.suspicious],
+            "flags": [f.to_json() for f in self.suspicious],
             "findings": [f.text() for f in self.findings],
             "verdicts": {
                 k: {
@@ -95,40 +97,17 @@ def judge_submission(
             g.grade_id: Verdict(g.grade_id, 0.0, g.points, [overrun], hint=overrun, problem="judge_timeout")
             for g in spec.GRADED
         }
-    findings = [
-        f for c in plan if c["kind"] in ("answer", "added") for f in scan_source(c["label"], c["source"])
-    ]
+    findings = scan_plan(plan)
     problems = [p for p in (out.problem, overrun) if p]
     return JudgeRecord(
         student,
         settings.seed,
         verdicts,
         findings,
-        _suspicious(findings, verdicts, in_kernel),
+        flags(findings, verdicts, in_kernel),
         out.seconds,
         problems,
     )
-
-
-def _suspicious(
-    findings: list[Finding], verdicts: dict[str, Verdict], in_kernel: dict[str, float] | None
-) -> list[str]:
-    out = [
-        f"{'tampering' if f.kind == 'tamper' else 'autograd or a file in an answer cell'}: {f.text()}"
-        for f in findings
-        if f.serious
-    ]
-    for gid, score in (in_kernel or {}).items():
-        v = verdicts.get(gid)
-        # a value the replay never got (a deleted cell, say) is not a sign of copying
-        if (
-            v
-            and score >= v.max_score
-            and v.score < v.max_score
-            and v.problem not in ("missing", "judge_timeout")
-        ):
-            out.append(f"{gid} matched autograd in the student's kernel but fails on fresh inputs")
-    return out
 
 
 class Hints:

@@ -75,18 +75,27 @@ SUSPECT_MODULES = {
 }
 
 
+# The kinds a TA sees (reports/suspicious.json). These are suspicious wherever they are; the
+# others ("autograd", "file", "dynamic") are normal in a student's own checking cells.
+ANYWHERE = {"tampering", "introspection", "unparsable"}
+# Calls whose result cannot carry a gradient into an answer: what they get is only looked at.
+SHOWN = {"print", "display", "pprint", "cmp"}
+LOOKS = SHOWN | {"abs", "max", "min", "sum", "mean", "norm", "item", "all", "any", "allclose", "equal"}
+LOOKS |= {"isclose", "assert_close", "float", "int", "round", "len", "type", "isinstance", "repr", "str"}
+
+
 @dataclass
 class Finding:
     cell: str
     line: int
     what: str
     code: str
-    kind: str = "tamper"  # "autograd", "file", "dynamic": normal in a student's own checking cells
+    kind: str = "tampering"  # ANYWHERE, or "autograd", "file", "dynamic"
 
     @property
     def serious(self) -> bool:
-        """Suspicious wherever it is ("tamper"), or only in an answer cell."""
-        return self.kind == "tamper" or self.cell in ANSWER_LABELS
+        """Suspicious wherever it is (ANYWHERE), or only in an answer cell."""
+        return self.kind in ANYWHERE or self.cell in ANSWER_LABELS
 
     def text(self) -> str:
         return f"{self.cell}, line {self.line}: {self.what}: {self.code.strip()[:100]}"
@@ -103,44 +112,120 @@ def _file_access(label: str, call: ast.Call, line: str) -> Finding:
         and ".." not in arg.value
     ):
         return Finding(label, call.lineno, "opens a file", line, "file")
-    return Finding(label, call.lineno, "opens a file outside the submission folder", line, "tamper")
+    return Finding(label, call.lineno, "opens a file outside the submission folder", line, "tampering")
 
 
 def scan_source(label: str, source: str) -> list[Finding]:
     try:
         tree = ast.parse(strip_magics(source))
     except SyntaxError as e:
-        return [Finding(label, e.lineno or 0, "does not parse", e.msg or "")]
-    scanner = _Scanner(label, source.split("\n"))
+        return [Finding(label, e.lineno or 0, "does not parse", e.msg or "", "unparsable")]
+    scanner = _Scanner(label, source.split("\n"), tree)
     scanner.visit(tree)
     return sorted(scanner.found, key=lambda f: (f.line, f.what))
+
+
+def _dotted(node) -> str | None:
+    """`torch.nn.functional.x` for an attribute chain that starts at a plain name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def _shared(node) -> str | None:
+    """The dotted name if it belongs to a module every cell and the grader share (PATCHABLE)."""
+    name = _dotted(node)
+    return name if name and name.split(".")[0] in PATCHABLE else None
+
+
+def _key(node) -> str:
+    return str(node.value) if isinstance(node, ast.Constant) else "<computed>"
+
+
+def _replaced(target) -> list[str]:
+    """What an assignment (or del) target rebinds in a shared module. Only its own structure
+    counts: `sm[torch.arange(n), Yb] -= 1` modifies `sm`; `torch.arange = f` replaces torch's."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for elt in target.elts for name in _replaced(elt)]
+    if isinstance(target, ast.Starred):
+        return _replaced(target.value)
+    if isinstance(target, ast.Attribute):
+        return [name] if (name := _shared(target)) else []
+    if not isinstance(target, ast.Subscript):
+        return []
+    inner = target.value
+    if isinstance(inner, ast.Attribute) and inner.attr == "__dict__" and (owner := _shared(inner.value)):
+        return [f"{owner}.{_key(target.slice)}"]  # torch.__dict__["arange"] = f
+    is_vars = isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "vars"
+    if is_vars and inner.args and (owner := _shared(inner.args[0])):
+        return [f"{owner}.{_key(target.slice)}"]  # vars(torch)["arange"] = f
+    return [name] if (name := _shared(inner)) else []  # sys.modules["torch"] = fake
 
 
 class _Scanner(ast.NodeVisitor):
     """One visit per kind of node that can be a sign; every node is visited."""
 
-    def __init__(self, label: str, lines: list[str]):
+    def __init__(self, label: str, lines: list[str], tree: ast.AST):
         self.label, self.lines, self.found = label, lines, []
+        self.parent = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        # a cell that rebinds print (`def print(x): ...`) makes "only looked at" mean nothing
+        bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        bound |= {a.asname or a.name for a in ast.walk(tree) if isinstance(a, ast.alias)}
+        self.looks = LOOKS - bound
 
     def _code(self, node) -> str:
         return self.lines[node.lineno - 1] if 0 < getattr(node, "lineno", 0) <= len(self.lines) else ""
 
-    def _add(self, node, what: str, kind: str = "tamper") -> None:
+    def _add(self, node, what: str, kind: str = "tampering") -> None:
         self.found.append(Finding(self.label, node.lineno, what, self._code(node), kind))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in AUTOGRAD_ATTRS:
+        if node.attr == "grad":
+            what = self._grad_use(node)
+            if what:
+                self._add(node, what, "autograd")
+        elif node.attr in AUTOGRAD_ATTRS:
             self._add(node, AUTOGRAD_ATTRS[node.attr], "autograd")
         elif node.attr in INTROSPECTION_ATTRS:
-            self._add(node, f"introspects the interpreter (.{node.attr})")
+            self._add(node, f"introspects the interpreter (.{node.attr})", "introspection")
         elif node.attr in FILE_READERS:
             self._add(node, FILE_READERS[node.attr], "file")
         self.generic_visit(node)
 
+    def _grad_use(self, node: ast.Attribute) -> str | None:
+        """A `.grad` is a sign only where its value can go into an answer: not where it is only
+        printed, compared or asserted, nor cleared (`p.grad = None`, as the lecture does)."""
+        up = self.parent.get(id(node))
+        if isinstance(node.ctx, ast.Del) or (isinstance(up, ast.Call) and up.func is node):
+            return None  # del p.grad; torch.autograd.grad(...) is a function, flagged by its module
+        if isinstance(node.ctx, ast.Store):
+            clears = isinstance(up, ast.Assign) and isinstance(up.value, ast.Constant)
+            return None if clears and up.value.value is None else "sets .grad"
+        return None if self._only_looked_at(node) else "reads .grad"
+
+    def _only_looked_at(self, node) -> bool:
+        child, up = node, self.parent.get(id(node))
+        while up is not None and not isinstance(up, ast.stmt):
+            if isinstance(up, ast.NamedExpr):
+                return False  # (x := W1.grad) keeps it, wherever it is
+            if isinstance(up, ast.Call) and child is not up.func and _call_name(up) in SHOWN & self.looks:
+                return True  # print(W1.grad), cmp(...): they return nothing to compute with
+            child, up = up, self.parent.get(id(up))
+        if isinstance(up, ast.Assert) or (isinstance(up, (ast.If, ast.While)) and child is up.test):
+            return True
+        # a bare expression is the cell's output: looked at, unless one of its calls may keep it
+        calls = (
+            [c for c in ast.walk(up.value) if isinstance(c, ast.Call)] if isinstance(up, ast.Expr) else None
+        )
+        return calls is not None and all(_call_name(c) in self.looks for c in calls)
+
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Attribute) and node.func.attr in FILE_READERS:
             outside = _file_access(self.label, node, self._code(node))
-            if outside.kind == "tamper":
+            if outside.kind == "tampering":
                 self.found.append(outside)
         elif isinstance(node.func, ast.Name):
             self._named_call(node, node.func.id)
@@ -148,11 +233,14 @@ class _Scanner(ast.NodeVisitor):
 
     def _named_call(self, node: ast.Call, fn: str) -> None:
         name = node.args[1] if len(node.args) > 1 else None
+        owner = _shared(node.args[0]) if node.args else None
         if fn == "open":
             self.found.append(_file_access(self.label, node, self._code(node)))
+        elif fn in ("setattr", "delattr") and owner and name is not None:
+            self._add(node, f"{'replaces' if fn == 'setattr' else 'deletes'} {owner}.{_key(name)}")
         elif fn in DYNAMIC_CALLS:
             self._add(
-                node, DYNAMIC_CALLS[fn], "dynamic" if fn in ("globals", "vars", "setattr") else "tamper"
+                node, DYNAMIC_CALLS[fn], "dynamic" if fn in ("globals", "vars", "setattr") else "tampering"
             )
         elif (
             fn in ("getattr", "hasattr", "delattr")
@@ -167,15 +255,10 @@ class _Scanner(ast.NodeVisitor):
         ):
             self._add(node, AUTOGRAD_ATTRS[str(name.value)], "autograd")
 
-    def _assignment(self, node, targets: list) -> None:
+    def _assignment(self, node, targets: list, verb: str = "replaces") -> None:
         for target in targets:
-            for sub in ast.walk(target):
-                if (
-                    isinstance(sub, ast.Attribute)
-                    and isinstance(sub.value, ast.Name)
-                    and sub.value.id in PATCHABLE
-                ):
-                    self._add(node, f"replaces {sub.value.id}.{sub.attr}")
+            for name in _replaced(target):
+                self._add(node, f"{verb} {name}")
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -186,6 +269,9 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self._assignment(node, [node.target])
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        self._assignment(node, node.targets, "deletes")
 
     def _imports(self, node, modules: list[str]) -> None:
         for m in modules:
@@ -201,3 +287,9 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         self._imports(node, [a.name for a in node.names] + ([node.module] if node.module else []))
+
+
+def _call_name(call: ast.Call) -> str | None:
+    """`print` for print(...), `allclose` for torch.allclose(...) or (a - b).abs().max()'s `max`."""
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None

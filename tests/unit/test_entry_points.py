@@ -56,7 +56,7 @@ def test_python_m_commands(tmp_path):
     assert _run("grader.batch", "--help", cwd=tmp_path).stdout.startswith("usage:")
     done = _run("grader.suspicious", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 0 and "no suspicious submissions" in done.stdout
-    assert (tmp_path / "reports" / "suspicious.json").read_text() == "{}"
+    assert (tmp_path / "reports" / "suspicious.json").read_text() == "[]"
     check = _run("grader.sandbox", "check", cwd=tmp_path)
     assert check.returncode == 0 and "bubblewrap" in check.stdout
     assert _run("grader.sandbox", "nonsense", cwd=tmp_path).returncode == 2

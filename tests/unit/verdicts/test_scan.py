@@ -39,6 +39,21 @@ CHEATS = [
     ('answers = torch.load("answers.pt")', "loads a file"),
     ("globals().update(answers)", "touches globals()"),
     ("torch.allclose = lambda *a: True", "replaces torch.allclose"),
+    ("torch.arange = lambda *a: None", "replaces torch.arange"),
+    ("setattr(torch, 'arange', f)", "replaces torch.arange"),
+    ("torch.__dict__['arange'] = f", "replaces torch.arange"),
+    ("vars(torch)['arange'] = f", "replaces torch.arange"),
+    ("del torch.arange", "deletes torch.arange"),
+    ("torch.nn.functional.cross_entropy = f", "replaces torch.nn.functional.cross_entropy"),
+    ("sys.modules['torch'] = fake", "replaces sys.modules"),
+    # .grad whose value can reach an answer
+    ("dW1.copy_(W1.grad)", "reads .grad"),
+    ("torch.save(W1.grad, 'answers.pt')", "reads .grad"),
+    ("if (dW1 := W1.grad) is not None:\n    pass", "reads .grad"),
+    ("grads = [p.grad for p in parameters]", "reads .grad"),
+    ("print(dW1 := W1.grad)", "reads .grad"),
+    ("W1.grad += 1", "sets .grad"),
+    ("print = list.append; print(grads, W1.grad)", "reads .grad"),  # not the real print
 ]
 
 
@@ -106,8 +121,56 @@ def test_what_is_suspicious_depends_on_where():
     """Autograd, a file of its own and globals() are normal in a student's checking cell,
     suspicious in an answer cell; tampering and paths outside the folder are suspicious anywhere."""
     mine = "your cell after forward"
-    for source in ("print(W1.grad)", "words = open('names.txt').read()", "print(globals().keys())"):
+    for source in ("dW1 = W1.grad", "words = open('names.txt').read()", "print(globals().keys())"):
         assert not any(f.serious for f in scan_source(mine, source)), source
+        assert scan_source("ex1_solution", source), source
         assert all(f.serious for f in scan_source("ex1_solution", source)), source
     for source in ("import ctypes", "torch.allclose = None", "open('../../../gradebook.db')", "exec('x=1')"):
         assert any(f.serious for f in scan_source(mine, source)), source
+
+
+HONEST = {
+    "comment": "# dW1 must match W1.grad after loss.backward()\ndW1 = embcat.T @ dhprebn  # not W1.grad",
+    "strings": 'print("compare with W1.grad, from loss.backward()")\n"""no .grad, no backward() here"""',
+    "no_grad": "with torch.no_grad():\n    dlogits = F.softmax(logits, 1)\n    dlogits[range(n), Yb] -= 1",
+    "detach": "probs = F.softmax(logits.detach(), 1)\nx = hpreact.detach().clone()",
+    "arange_index": "sm = F.softmax(logits, 1)\nsm[torch.arange(n), Yb] -= 1\ndlogits = sm / n",
+    "arange_index_np": "dlogits = probs.clone()\ndlogits[np.arange(n), Yb.numpy()] += -1\ndlogits /= n",
+    "shown": "print(W1.grad)\nprint((dW1 - W1.grad).abs().max())\ncmp('W1', dW1, W1)",
+    "asserted": "assert torch.allclose(dW1, W1.grad)\nassert W1.grad is not None, W1.grad.shape",
+    "tested": "if W1.grad is not None:\n    print('ok')\nwhile W1.grad is None:\n    break",
+    "cell_output": "(dW1 - W1.grad).abs().max().item()\ntorch.allclose(dW1, W1.grad)",
+    "cleared": "for p in parameters:\n    p.grad = None\ndel W1.grad",
+    "setattr_own": "class Box:\n    pass\nbox = Box()\nsetattr(box, 'w', 1)",
+}
+
+
+@pytest.mark.parametrize("source", HONEST.values(), ids=HONEST.keys())
+def test_honest_patterns_are_not_flagged(source):
+    """What a line does counts, not the words in it: no finding at all, in an answer cell."""
+    found = [f for f in scan_source("ex2_solution", source) if f.what != "calls setattr()"]
+    assert found == [], [f.text() for f in found]
+
+
+def test_setattr_on_an_own_object_is_only_dynamic():
+    found = scan_source("ex1_solution", "setattr(box, 'w', 1)")
+    assert [(f.what, f.kind) for f in found] == [("calls setattr()", "dynamic")]
+
+
+def test_kinds_for_the_tas():
+    kinds = {
+        "dW1 = W1.grad": "autograd",
+        "torch.arange = f": "tampering",
+        "x = sys._getframe(1)": "introspection",
+        "x = torch.load('a.pt')": "file",
+        "globals().update(a)": "dynamic",
+        "x = (": "unparsable",
+    }
+    for source, kind in kinds.items():
+        found = scan_source("ex1_solution", source)
+        assert kind in {f.kind for f in found}, (source, [(f.what, f.kind) for f in found])
+
+
+def test_a_grad_function_is_flagged_by_its_module_not_as_a_read():
+    found = scan_source("ex1_solution", "gr = torch.autograd.grad(loss, ps)")
+    assert [f.what for f in found] == ["uses torch.autograd"]

@@ -1,0 +1,61 @@
+"""What the judge lists for the TAs: each sign of cheating with its kind and the grade ids it
+bears on (reports/replay/<student>.json "flags"; grader/course/suspicious.py gathers the class's).
+
+A flag never changes a grade: the replay decides them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+from ..exercise import spec
+from .scan import Finding, scan_source
+
+if TYPE_CHECKING:  # grader.course reads KERNEL and cell_grade_ids without importing torch
+    from ..exercise.verdict import Verdict
+
+KERNEL = "kernel"  # a gradient right in the student's kernel and wrong on fresh inputs
+KERNEL_EVIDENCE = "matched autograd in the student's kernel but fails on fresh inputs"
+
+
+@dataclass
+class Flag:
+    kind: str  # the scan's kinds (scan.py: "autograd", "tampering", "introspection", ...) or KERNEL
+    evidence: str
+    grade_ids: list[str]
+
+    def reason(self) -> str:
+        """The record's "suspicious" line, read by people and by older tools."""
+        return f"{self.kind}: {self.evidence}"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def cell_grade_ids(cell: str) -> list[str]:
+    """An answer cell bears on its exercise's grades; a cell of the student's own on any of them."""
+    exercise = next((ex for ex, label in spec.ANSWER_CELLS.items() if label == cell), None)
+    return [g.grade_id for g in spec.GRADED if exercise is None or g.exercise == exercise]
+
+
+def scan_plan(plan) -> list[Finding]:
+    """The student's cells only: the instructor's locked cells are the kit's own code."""
+    return [f for c in plan if c["kind"] in ("answer", "added") for f in scan_source(c["label"], c["source"])]
+
+
+def flags(
+    findings: list[Finding], verdicts: dict[str, Verdict], in_kernel: dict[str, float] | None
+) -> list[Flag]:
+    out = [Flag(f.kind, f.text(), cell_grade_ids(f.cell)) for f in findings if f.serious]
+    for gid, score in (in_kernel or {}).items():
+        v = verdicts.get(gid)
+        # a value the replay never got (a deleted cell, say) is not a sign of copying
+        if (
+            v
+            and score >= v.max_score
+            and v.score < v.max_score
+            and v.problem not in ("missing", "judge_timeout")
+        ):
+            out.append(Flag(KERNEL, f"{gid} {KERNEL_EVIDENCE}", [gid]))
+    return out
