@@ -80,11 +80,13 @@ def bind(source: str, target: str) -> None:
     _check(_libc.mount(os.fsencode(source), os.fsencode(target), None, MS_BIND, None), f"bind {target}")
 
 
-def private_scratch(tmp_mb: int, more_mounts=None) -> None:
+def private_scratch(tmp_mb: int, more_mounts=None, *, fresh_tmp: bool = True) -> None:
     """In the run (PID 1 of its namespace): private, bounded /tmp and /dev/shm (and what
-    `more_mounts()` adds); then no capabilities left, so these mounts stay where they are."""
+    `more_mounts()` adds); then no capabilities left, so these mounts stay where they are.
+    `fresh_tmp=False` keeps the sandbox's /tmp (the caller empties it), for a process that
+    still imports from what the sandbox binds under /tmp (a kit or virtualenv kept there)."""
     private_mounts()
-    for target in (b"/tmp", b"/dev/shm"):
+    for target in (b"/tmp", b"/dev/shm") if fresh_tmp else (b"/dev/shm",):
         if os.path.isdir(target):
             mount_tmpfs(target, tmp_mb)
     if more_mounts:

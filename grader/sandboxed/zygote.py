@@ -23,6 +23,7 @@ import os
 import random
 import resource
 import select
+import shutil
 import signal
 import struct
 import sys
@@ -74,7 +75,9 @@ def _private_folders(req: dict) -> None:
             json.dump(req["connection"], f)
         os.chmod(path, 0o644)
 
-    isolation.private_scratch(int(req["tmp_mb"]), more_mounts=stage)
+    # A fresh /tmp would cover what the sandbox binds under /tmp (a kit or virtualenv kept
+    # there), which the kernel still imports from: the server empties its /tmp instead.
+    isolation.private_scratch(int(req["tmp_mb"]), more_mounts=stage, fresh_tmp=False)
 
 
 def _limit(limits: dict) -> None:
@@ -178,6 +181,24 @@ def _clear(folder: str) -> None:
             pass
 
 
+def _empty_tmp() -> None:
+    """What earlier kernels (or this server's imports) wrote in /tmp goes before the next kernel
+    starts: everything of this sandbox's user. The folders bubblewrap made for its mounts are
+    root's and stay, as in a cold kernel's /tmp; /tmp itself is the only place there that this
+    user can write (the stage is each kernel's own tmpfs)."""
+    me = os.getuid()
+    for entry in os.scandir("/tmp"):
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != me:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 def _reap(child: tuple | None, say) -> tuple | None:
     """The kernel's parent, once it has exited: its status is the kernel's."""
     if child is None:
@@ -196,6 +217,7 @@ def _handle(req: dict, child: tuple | None, say, prefix: Prefix) -> tuple | None
         _kill(child)
     elif "start" in req and child is None:
         _clear(req["start"]["ipc"])
+        _empty_tmp()
         child = _fork_kernel(req["start"], prefix)
         say(started=child[0])
     return child
