@@ -133,6 +133,29 @@ for _name, _value in _handed.items():
     globals()[_name] = _value
 """
 
+# Asks the kit's own backward rules for the answers, by every route an answer cell has; the
+# sandbox binds only the untrusted side (grader/sandboxed/, grader/exercise/), so none succeeds.
+ANSWER_KEY_MODULES = (
+    "grader.reference.steps",
+    "gra" + "der.refer" + "ence.st" + "eps",
+    "grader.lecture",
+    "grader.verdicts.judge",
+    "grader.reference.inputs",
+)
+ANSWER_KEY = f"""_key = None
+for _mod in {ANSWER_KEY_MODULES!r}:
+    for _load in (lambda m: __import__('importlib').import_module(m),
+                  lambda m: __import__(m, fromlist=['x']),
+                  lambda m: getattr(__import__('gra' + 'der'), m.split('.')[1])):
+        try:
+            _key = _key or _load(_mod)
+        except Exception:
+            pass
+_values = {{k: v for k, v in globals().items() if not k.startswith('_')}}
+_grads, _ = getattr(_key, 'manual' + '_grads')(_values)
+globals().update({{'d' + k: g for k, g in _grads.items()}})
+"""
+
 CORPUS = [
     Case(Sample("s01_reference", "the lecture's solutions")),
     Case(
@@ -333,6 +356,15 @@ CORPUS = [
         ),
         # a run is only ever handed the gradients upstream of the one it judges
         zeros=set(EX1),
+        suspicious=True,
+    ),
+    Case(
+        Sample(
+            "c06_answer_key",
+            "cheat: imports the kit's backward rules, directly and obfuscated",
+            replace={"ex1_solution": ANSWER_KEY},
+        ),
+        zeros=set(EX1),  # nothing of the key is importable inside the sandbox
         suspicious=True,
     ),
 ]

@@ -147,3 +147,21 @@ def test_visible_files_are_enough_for_the_untrusted_side(visible_copy):
 def test_the_reference_answers_are_not_visible(visible_copy):
     proc = _python(visible_copy, "import grader.reference.steps")
     assert proc.returncode != 0 and "No module named 'grader.reference'" in proc.stderr, proc.stderr
+
+
+def test_the_answer_key_cheat_would_work_where_the_key_is_importable(lecture_batch):
+    """The corpus's c06_answer_key gets nothing in the sandbox only because the key is out of
+    reach: run here, where the whole kit is importable, it produces every gradient right."""
+    import torch
+
+    from grader.reference import steps
+    from grader.sandboxed.runner import EX1_NAMES
+
+    from corpus import ANSWER_KEY
+
+    params, Xb, Yb = lecture_batch
+    values, expected = steps.autograd_grads(params, Xb, Yb)
+    ns = {"torch": torch, **values}
+    exec(ANSWER_KEY, ns)
+    for name in EX1_NAMES:
+        assert torch.allclose(ns[name], expected[name[1:]], atol=1e-6), name
