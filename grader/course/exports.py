@@ -25,13 +25,14 @@ through nbgrader's API (so PostgreSQL gradebooks work too):
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
 
 from ..exercise import spec
+from .report import StudentScores
 
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
 EXERCISES = sorted({g.exercise for g in spec.GRADED})
@@ -40,21 +41,13 @@ CANVAS_IDS = ["ID", "SIS User ID", "SIS Login ID"]
 
 
 @dataclass
-class GradebookRow:
-    """One student of the gradebook; by_grade_id is empty without a submission."""
+class GradebookRow(StudentScores):
+    """One student of the gradebook, with what an LMS import matches on; by_grade_id is empty
+    without a submission."""
 
-    student: str
     first_name: str = ""
     last_name: str = ""
     email: str = ""
-    by_grade_id: dict[str, float] = field(default_factory=dict)
-
-    def exercise(self, ex: int) -> float:
-        return sum(v for k, v in self.by_grade_id.items() if spec.BY_GRADE_ID[k].exercise == ex)
-
-    @property
-    def total(self) -> float:
-        return sum(self.by_grade_id.values())
 
 
 def gradebook_rows(gb: Gradebook, *, students: list[str] = ()) -> list[GradebookRow]:
@@ -63,7 +56,12 @@ def gradebook_rows(gb: Gradebook, *, students: list[str] = ()) -> list[Gradebook
     for student in sorted(gb.students, key=lambda s: s.id):
         if students and student.id not in students:
             continue
-        row = GradebookRow(student.id, student.first_name or "", student.last_name or "", student.email or "")
+        row = GradebookRow(
+            student.id,
+            first_name=student.first_name or "",
+            last_name=student.last_name or "",
+            email=student.email or "",
+        )
         try:
             nb = gb.find_submission_notebook(spec.NOTEBOOK, spec.ASSIGNMENT, student.id)
         except MissingEntry:
