@@ -5,6 +5,7 @@ the IPython kernel inside it, in a folder of its own that is thrown away afterwa
 from __future__ import annotations
 
 import atexit
+import ctypes
 import json
 import os
 import shutil
@@ -85,6 +86,8 @@ def kernel_main(connection_file: str) -> int:
     """Start an IPython kernel for the autograder inside the sandbox. Its folder is a tmpfs
     of the disk limit, filled with a copy of the submission: what it writes is bounded,
     stays there and is thrown away."""
+    if not _end_with_parent():
+        return 1
     conn = json.loads(Path(connection_file).read_text())
     sandbox = default_sandbox()
     if not sandbox.isolated:
@@ -130,6 +133,17 @@ def _run_kernel(sandbox: Sandbox, home: Path, conn: dict) -> int:
         tail = (home / "kernel.log").read_bytes()[-2000:].decode(errors="replace")
         print(f"sandbox: the kernel in {cwd} exited with {code}:\n{tail}", file=sys.stderr, flush=True)
     return code
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _end_with_parent() -> bool:
+    """A grading process that dies (killed, out of memory) takes its kernel with it: the
+    launcher gets SIGTERM, which it forwards to bubblewrap. False if the parent is already gone."""
+    parent = os.getppid()
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    return os.getppid() == parent
 
 
 def _forward_and_wait(proc: subprocess.Popen) -> int:
