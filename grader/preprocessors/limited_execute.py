@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 import uuid
+from functools import lru_cache
 from pathlib import Path
 
 import nbformat
@@ -34,6 +35,12 @@ def _error(ename: str, text: str):
 
 
 __all__ = ["LimitedExecute"]
+
+
+@lru_cache(maxsize=4)
+def _kernel_prefix(source: Path, mtime_ns: int) -> list[str]:
+    """Read once per grading process (per version of the instructor's notebook), not per kernel."""
+    return kernel_prefix(nbformat.read(source, 4).cells)
 
 
 class LimitedExecute(Execute):
@@ -125,7 +132,7 @@ class LimitedExecute(Execute):
         source = folder / f"{info['notebook']}.ipynb"
         if not source.is_file():
             return [], None
-        return kernel_prefix(nbformat.read(source, 4).cells), folder / "names.txt"
+        return _kernel_prefix(source, source.stat().st_mtime_ns), folder / "names.txt"
 
     def preprocess_cell(
         self, cell: NotebookNode, resources: ResourcesDict, index: int

@@ -119,7 +119,7 @@ class WarmServer:
             "stage": str(self.stage),
             "ipc": str(self.ipc),
             "env": inside_environment(env),
-            "limits": dataclasses.asdict(self.limits),
+            "cpu_seconds": self.limits.cpu_seconds,
             "disk_mb": self.limits.disk_mb,
             "tmp_mb": self.limits.tmp_mb,
         }

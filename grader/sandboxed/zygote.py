@@ -80,17 +80,10 @@ def _private_folders(req: dict) -> None:
     isolation.private_scratch(int(req["tmp_mb"]), more_mounts=stage, fresh_tmp=False)
 
 
-def _limit(limits: dict) -> None:
-    mb = 1024 * 1024
-    for which, value in (
-        (resource.RLIMIT_AS, limits["memory_mb"] * mb),
-        (resource.RLIMIT_FSIZE, limits["file_mb"] * mb),
-        (resource.RLIMIT_CPU, limits["cpu_seconds"]),
-        (resource.RLIMIT_NOFILE, limits["open_files"]),
-        (resource.RLIMIT_NPROC, limits["processes"]),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        resource.setrlimit(which, (value, value))
+def _limit_cpu(seconds: int) -> None:
+    """The server's other limits (memory, files, processes, ...) pass to the kernel with the fork;
+    only the CPU limit is left off the server, which runs for the whole batch."""
+    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
 
 
 def _run_kernel(req: dict, log_fd: int, prefix: Prefix) -> None:
@@ -101,7 +94,7 @@ def _run_kernel(req: dict, log_fd: int, prefix: Prefix) -> None:
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
-    _limit(req["limits"])
+    _limit_cpu(int(req["cpu_seconds"]))
     os.environ.clear()
     os.environ.update(req["env"])
     random.seed()  # the server's states are every kernel's: not what a fresh kernel has
