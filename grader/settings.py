@@ -43,6 +43,9 @@ def env(name: str):
 
 
 # ------------------------------------------------------------ the judge's
+AUTOGRAD_POLICIES = ("zero", "flag")
+
+
 def _setting(default, help: str):
     return field(default=default, metadata={"help": help})
 
@@ -64,8 +67,19 @@ class JudgeSettings:
         "Seconds for the judge's own verdicts on one submission; past "
         "them the submission's verdicts are 0 with a note.",
     )
+    autograd_policy: str = _setting(
+        "zero",
+        'A gradient that is right only when autograd can run: "zero" (no credit, the default) '
+        'or "flag" (graded as if autograd were allowed, and listed for review).',
+    )
     statement_seconds: float = field(default_factory=lambda: env("BACKPROP_NINJA_STATEMENT_SECONDS"))
     run_tmp_mb: int = field(default_factory=lambda: env("BACKPROP_NINJA_RUN_TMP_MB"))
+
+    def __post_init__(self):
+        if self.autograd_policy not in AUTOGRAD_POLICIES:
+            raise ValueError(
+                f"autograd_policy must be one of {AUTOGRAD_POLICIES}, not {self.autograd_policy!r}"
+            )
 
     @property
     def train_seed(self) -> int:

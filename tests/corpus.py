@@ -370,6 +370,14 @@ CORPUS = [
 ]
 
 
+def _autograd_cases() -> list[Case]:
+    import autograd_cases  # it builds on this module's answers
+
+    return autograd_cases.cases()
+
+
+CORPUS += _autograd_cases()  # every route to autograd, and autograd used honestly
+
 # What each demo student loses, worked out by hand: each gradient is judged on its own
 # rule (a right rule that received a wrong upstream gradient keeps its points).
 EXPECTED_ZEROS = {

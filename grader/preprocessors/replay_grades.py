@@ -16,14 +16,14 @@ from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import determine_grade, is_grade
-from traitlets import Bool, Float, Integer, Unicode
+from traitlets import Bool, Enum, Float, Integer, Unicode
 
 from ..course.quote import for_log
 from ..exercise import spec
 from ..exercise.cells import nbgrader_meta
 from ..exercise.verdict import Verdict
 from ..sandbox import WARNING, default_sandbox
-from ..settings import REPORT_DIR, JudgeSettings, seed_for, trait_settings
+from ..settings import AUTOGRAD_POLICIES, REPORT_DIR, JudgeSettings, seed_for, trait_settings
 from ..verdicts.judge import JudgeRecord, judge_submission
 
 __all__ = ["ReplayGrades", "verdict_outputs"]
@@ -33,6 +33,8 @@ _JUDGE = {f.name: f for f in trait_settings()}
 def _judge_trait(name: str):
     """The trait of one JudgeSettings field: its default and help are defined there, once."""
     f = _JUDGE[name]
+    if name == "autograd_policy":
+        return Enum(AUTOGRAD_POLICIES, f.default, help=f.metadata["help"]).tag(config=True)
     kind = Integer if isinstance(f.default, int) and not isinstance(f.default, bool) else Float
     return kind(f.default, help=f.metadata["help"]).tag(config=True)
 
@@ -64,6 +66,7 @@ class ReplayGrades(NbGraderPreprocessor):
     train_steps = _judge_trait("train_steps")
     carried_credit = _judge_trait("carried_credit")
     judge_seconds = _judge_trait("judge_seconds")
+    autograd_policy = _judge_trait("autograd_policy")
 
     def judge_settings(self, student: str) -> JudgeSettings:
         return JudgeSettings(

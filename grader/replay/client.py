@@ -110,15 +110,19 @@ class ReplayServer:
             self.close()
             raise RuntimeError(f"the replay server did not start: {ready}")
 
-    def replay(self, workdir: Path, *, run: str, names_txt: Path, timeout: float) -> tuple[str, bytes | None]:
-        """(status, the run's result frame or None)."""
+    def replay(
+        self, workdir: Path, *, run: str, names_txt: Path, timeout: float, autograd: str = "block"
+    ) -> tuple[str, bytes | None]:
+        """(status, the run's result frame or None). `autograd`: "block" or "watch"
+        (grader/sandboxed/autograd_guard.py)."""
         if self.proc is not None and (self.proc.poll() is not None or self._stray_bytes()):
             self.close()  # died, or said something nobody asked for
         if self.proc is None:
             self._start(names_txt)
         nonce = secrets.token_hex(16)
         try:
-            self._send({"workdir": str(workdir), "run": run, "timeout": timeout, "nonce": nonce})
+            request = {"workdir": str(workdir), "run": run, "timeout": timeout, "nonce": nonce}
+            self._send(dict(request, autograd=autograd))
             return self._answer(nonce, time.monotonic() + timeout + 30.0)
         except (OSError, ValueError, TimeoutError, ProtocolError) as e:
             self.close()  # a submission that takes the server down costs only itself

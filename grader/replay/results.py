@@ -24,7 +24,7 @@ EX1_CELL = spec.ANSWER_CELLS[1]
 
 MAX_META_BYTES = 2 * 1024 * 1024
 MAX_STR = 1000  # the replay cuts its own messages at 300
-MAX_NAMES, MAX_ERRORS, MAX_ALIASES, MAX_N_AT = 2000, 1000, 200, 16
+MAX_NAMES, MAX_ERRORS, MAX_ALIASES, MAX_N_AT, MAX_EVENTS = 2000, 1000, 200, 16, 50
 KINDS = ("missing", "none", "other", "tensor")
 
 
@@ -152,6 +152,20 @@ def _error(v, where: str) -> dict:
     }
 
 
+EVENT_KINDS = ("call", "bypass", "tamper", "refused")
+
+
+def _event(v, where: str) -> dict:
+    v = _dict(v, where)
+    line = v.get("line")
+    return {
+        "kind": _is(v.get("kind"), f"{where}.kind", v.get("kind") in EVENT_KINDS, f"one of {EVENT_KINDS}"),
+        "what": _str(v.get("what", ""), where, 200),
+        "cell": _name(v.get("cell", ""), where),
+        "line": _is(line, where, line is None or type(line) is int, "a line number"),
+    }
+
+
 def _pair(v, where: str) -> list[str]:
     _is(v, where, type(v) is list and len(v) == 2, "a pair of names")
     return [_name(v[0], where), _name(v[1], where)]
@@ -171,6 +185,7 @@ SCHEMA = {
     "train_error": lambda v, w: _str(v, w, optional=True),
     "seconds": lambda v, w: _is(v, w, type(v) is float and 0 <= v < 1e9, "a duration"),  # perf_counter's
     "partial": lambda v, w: _is(v, w, type(v) is bool, "true or false"),
+    "autograd": lambda v, w: _list(v, w, MAX_EVENTS, _event),
 }
 
 

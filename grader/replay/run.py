@@ -16,6 +16,7 @@ import torch
 
 from ..exercise.verdict import compare_gradient
 from ..reference.inputs import FreshInputs
+from ..sandboxed.autograd_guard import BLOCK, STOPPED_STATUS, WATCH
 from ..sandboxed.record import ReplayPlan
 from ..settings import JudgeSettings
 from . import results
@@ -26,9 +27,22 @@ from .results import RunResult
 
 @dataclass
 class ReplayOutput:
+    """`runs` decide the grades, all in `mode`; `counterpart` is the notebook as submitted in
+    the other mode, run only where the student's code reached for autograd."""
+
     runs: dict[str, RunResult]
     seconds: float
     problem: str | None = None
+    mode: str = BLOCK
+    counterpart: RunResult | None = None
+
+    @property
+    def blocked(self) -> RunResult | None:
+        return self.runs.get(AS_SUBMITTED) if self.mode == BLOCK else self.counterpart
+
+    @property
+    def watched(self) -> RunResult | None:
+        return self.counterpart if self.mode == BLOCK else self.runs.get(AS_SUBMITTED)
 
 
 def write_plan(work: Path, cells: list, fresh: FreshInputs, settings: JudgeSettings, names_txt: Path) -> None:
@@ -59,7 +73,11 @@ def run_replay(
 ) -> ReplayOutput:
     """The notebook as submitted first; then, one request at a time and in run_order(), only
     the runs that can change a grade (a gradient that failed as submitted is judged on its own
-    rule; exercise 3 always). Each run's result is read before the next run starts."""
+    rule; exercise 3 always). Each run's result is read before the next run starts. Every run
+    has autograd blocked ("zero", the default policy) or watched ("flag"); where the notebook
+    reached for autograd, it runs once more in the other mode, so the judge can tell which
+    gradients autograd made."""
+    mode = BLOCK if settings.autograd_policy == "zero" else WATCH
     work = Path(tempfile.mkdtemp(prefix="replay-", dir=exchange_root()))
     try:
         os.chmod(work, 0o755)
@@ -67,25 +85,32 @@ def run_replay(
         expected = results.expected_shapes(fresh)
         server = server_for(warm_prefix(cells), launcher)
         t0 = time.perf_counter()
-        runs: dict[str, RunResult] = {}
-        timeout, todo = settings.run_timeout, [AS_SUBMITTED]
-        while todo:
-            run = todo.pop(0)
+        timeout = settings.run_timeout
+
+        def one(run: str, autograd: str) -> RunResult:
+            nonlocal timeout
             if time.perf_counter() - t0 > settings.total_timeout:
-                runs[run] = RunResult(f"not run: the submission's {settings.total_timeout:g} s were used up")
-                continue
-            inject: dict = with_correct_inputs(run, fresh.grads)
-            torch.save(inject, work / "inject.pt")
-            status, frame = server.replay(work, run=run, names_txt=names_txt, timeout=timeout)
-            runs[run] = results.parse_frame(frame, status, expected)
+                return RunResult(f"not run: the submission's {settings.total_timeout:g} s were used up")
+            torch.save(with_correct_inputs(run, fresh.grads), work / "inject.pt")
+            status, frame = server.replay(
+                work, run=run, names_txt=names_txt, timeout=timeout, autograd=autograd
+            )
             if status.startswith("timed out"):
                 timeout = min(timeout, 5.0)  # a looping answer loops in every run: cap the rest
-            if run == AS_SUBMITTED:
-                todo = _runs_that_matter(runs[run], fresh)
+            return results.parse_frame(frame, status, expected)
+
+        runs = {AS_SUBMITTED: one(AS_SUBMITTED, mode)}
+        for run in _runs_that_matter(runs[AS_SUBMITTED], fresh):
+            runs[run] = one(run, mode)
+        reached = runs[AS_SUBMITTED].meta.get("autograd")
+        counterpart = one(AS_SUBMITTED, WATCH if mode == BLOCK else BLOCK) if reached else None
         (work / "inject.pt").unlink(missing_ok=True)
         runs.update({name: RunResult("skipped") for name in run_order() if name not in runs})
-        problems = [f"run {k}: {r.status}" for k, r in runs.items() if r.status not in ("ok", "skipped")]
-        return ReplayOutput(runs, time.perf_counter() - t0, "; ".join(problems) or None)
+        # a run stopped for working around the autograd check is the student's doing: a flag
+        fine = ("ok", "skipped", STOPPED_STATUS)
+        problems = [f"run {k}: {r.status}" for k, r in runs.items() if r.status not in fine]
+        seconds = time.perf_counter() - t0
+        return ReplayOutput(runs, seconds, "; ".join(problems) or None, mode, counterpart)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -62,6 +62,15 @@ class RunError(TypedDict):
     assigns: list[str]  # names the failed statement would have set
 
 
+class AutogradEvent(TypedDict):
+    """autograd_guard.py: the student's code reached for autograd, or worked around the guard."""
+
+    kind: Literal["call", "bypass", "tamper", "refused"]
+    what: str  # "torch.autograd.grad", "the autograd engine", "sys.setprofile", ...
+    cell: str  # the cell and line of the statement that did it
+    line: int | None
+
+
 class RunRecord(TypedDict, total=False):
     """The JSON part of a run's result; tensors travel beside it, under the keys of `values`."""
 
@@ -74,6 +83,7 @@ class RunRecord(TypedDict, total=False):
     train_error: str | None
     seconds: float
     partial: bool  # a checkpoint: the run went on after it
+    autograd: list[AutogradEvent]  # in order; at most autograd_guard.MAX_EVENTS
 
 
 def encode_frame(record: RunRecord, tensors: dict[str, torch.Tensor]) -> bytes:

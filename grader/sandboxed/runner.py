@@ -21,6 +21,7 @@ import torch
 from ..exercise import network, spec
 from ..exercise.cells import strip_magics
 from ..exercise.compare import MISSING
+from .autograd_guard import Guard
 from .backward_call import BackwardFailed, accepted_arguments, call_manual_backward, raised
 from .record import ReplayPlan, RunInputs, RunRecord, ValueInfo
 
@@ -70,6 +71,16 @@ class Runner:
         self.errors: list = []
         self.checkpoint = checkpoint  # called with what the main run has so far
         self.statement_seconds = float(plan.get("statement_seconds", 10.0))
+        self.guard: Guard | None = None  # autograd_guard.install, before the first answer cell
+        self.sent: tuple[RunRecord, dict] = ({}, {})  # the last checkpoint
+
+    def send_checkpoint(self, record: RunRecord, tensors: dict) -> None:
+        record = dict(record, errors=self.errors, partial=True)
+        if self.guard:
+            record["autograd"] = self.guard.events
+        self.sent = (record, dict(tensors))
+        if self.checkpoint:
+            self.checkpoint(record, tensors)
 
     def on_alarm(self, signum, frame):
         """SIGALRM's handler in a run (the server installs it)."""
@@ -86,6 +97,8 @@ class Runner:
             )
             return
         for stmt in tree.body:
+            if self.guard:
+                self.guard.where = (label, stmt.lineno)
             if inject:
                 for k, v in inject.items():  # a fresh copy before every statement
                     ns[k] = v.clone()
@@ -140,8 +153,7 @@ class Runner:
             self.run_cell(ns, cell)
             if kind == "main" and gid in SNAPSHOT:
                 self._snapshot(ns, SNAPSHOT[gid], meta, tensors, prefix=f"{gid}/")
-                if self.checkpoint:
-                    self.checkpoint(dict(meta, errors=self.errors, partial=True), tensors)
+                self.send_checkpoint(meta, tensors)
         if kind == "main":
             meta["names"] = sorted(k for k in ns if isinstance(k, str) and not k.startswith("_"))[:2000]
             self._exercise4(ns, meta, tensors)
@@ -166,6 +178,8 @@ class Runner:
     def _exercise4(self, ns, meta, tensors):
         fn = ns.get(spec.EX4_FUNCTION)
         ex4 = self.inputs["ex4"]
+        if self.guard:
+            self.guard.where = (spec.EX4_FUNCTION, None)
         try:
             out = call_manual_backward(fn, {k: v.clone() for k, v in ex4.items() if k in spec.EX4_ARGUMENTS})
         except BackwardFailed as e:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from . import isolation
+from . import autograd_guard, isolation
 from .record import (
     FRAME_HEADER,
     MAX_FRAME_BYTES,
@@ -59,10 +59,16 @@ def read_run_inputs(work: Path) -> tuple[ReplayPlan, RunInputs]:
 
 
 def replay_run(
-    plan: ReplayPlan, inputs: RunInputs, run: str, channel: int, warm: tuple[list, dict] | None = None
+    plan: ReplayPlan,
+    inputs: RunInputs,
+    run: str,
+    channel: int,
+    warm: tuple[list, dict] | None = None,
+    autograd: str = autograd_guard.BLOCK,
 ) -> None:
     """One run of one submission, in this (freshly forked, isolated) process: the setup cells
-    from where the warm server left off, then the run. Results go to `channel`."""
+    from where the warm server left off, then the run, autograd blocked or watched
+    (autograd_guard.py). Results go to `channel`."""
     runner = Runner(plan, inputs, checkpoint=lambda record, tensors: _write(channel, record, tensors))
     signal.signal(signal.SIGALRM, runner.on_alarm)
     t0 = time.perf_counter()
@@ -71,8 +77,16 @@ def replay_run(
         ns = runner.setup(dict(warm[1]), start=len(prefix))
     else:
         ns = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
+
+    def stop(guard: autograd_guard.Guard) -> None:
+        record, tensors = runner.sent
+        _write(channel, dict(record, autograd=guard.events, partial=True), tensors)
+        _real_exit(autograd_guard.STOPPED)
+
+    runner.guard = autograd_guard.install(autograd, stop)
     record, tensors = runner.run(ns, run)
     record["errors"] = runner.errors
+    record["autograd"] = runner.guard.events
     record["seconds"] = time.perf_counter() - t0
     _write(channel, record, tensors)
 
@@ -102,7 +116,10 @@ def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
             _RUNNER_PID = os.getpid()
             os.register_at_fork(after_in_child=_forked_by_the_student)
             os._exit = _student_exit
-            replay_run(plan, inputs, req["run"], channel, warm)
+            mode = (
+                autograd_guard.WATCH if req.get("autograd") == autograd_guard.WATCH else autograd_guard.BLOCK
+            )
+            replay_run(plan, inputs, req["run"], channel, warm, mode)
         except BaseException:  # noqa: BLE001
             code = 1
         finally:
@@ -161,11 +178,7 @@ def _collect(pid: int, results: int, timeout: float) -> tuple[str, bytes | None]
             done, raw = os.waitpid(pid, os.WNOHANG)
             if done:
                 code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 128 + os.WTERMSIG(raw)
-                status = (
-                    "ok"
-                    if code == 0
-                    else (f"killed by signal {code - 128}" if code > 128 else f"exit {code}")
-                )
+                status = _status(code)
                 deadline = min(deadline, time.monotonic() + 2.0)  # the pipe closes with the namespace
         if status is not None and eof:
             return status, last
@@ -185,6 +198,12 @@ def _collect(pid: int, results: int, timeout: float) -> tuple[str, bytes | None]
 
 
 _TOO_BIG = b""
+
+
+def _status(code: int) -> str:
+    if code == autograd_guard.STOPPED:
+        return autograd_guard.STOPPED_STATUS
+    return "ok" if code == 0 else (f"killed by signal {code - 128}" if code > 128 else f"exit {code}")
 
 
 def _frames(buf: bytearray, last):

@@ -55,7 +55,7 @@ def flags(
             v
             and score >= v.max_score
             and v.score < v.max_score
-            and v.problem not in ("missing", "judge_timeout")
+            and v.problem not in ("missing", "judge_timeout", "autograd")
         ):
             out.append(Flag(KERNEL, f"{gid} {KERNEL_EVIDENCE}", [gid]))
     return out

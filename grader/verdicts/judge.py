@@ -28,6 +28,7 @@ from ..replay.run import ReplayOutput, run_replay
 from ..sandbox import Sandbox
 from ..settings import JudgeSettings
 from . import hints
+from .autograd import apply_policy
 from .flags import Flag, flags, scan_plan
 from .grading import decide
 from .mistakes import known_mistakes
@@ -90,9 +91,10 @@ def judge_submission(
     try:
         with time_limit(settings.judge_seconds):
             verdicts = all_verdicts(out, fresh, settings)
+            autograd_flags = apply_policy(verdicts, out, fresh, settings.autograd_policy)
         overrun = None
     except JudgeTimeout as e:  # costs this submission only: the batch goes on
-        overrun = str(e)
+        overrun, autograd_flags = str(e), []
         verdicts = {
             g.grade_id: Verdict(g.grade_id, 0.0, g.points, [overrun], hint=overrun, problem="judge_timeout")
             for g in spec.GRADED
@@ -104,7 +106,7 @@ def judge_submission(
         settings.seed,
         verdicts,
         findings,
-        flags(findings, verdicts, in_kernel),
+        flags(findings, verdicts, in_kernel) + autograd_flags,
         out.seconds,
         problems,
     )

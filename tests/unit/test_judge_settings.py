@@ -38,5 +38,6 @@ def test_trait_settings_are_the_fields_with_a_help_text():
         "train_steps",
         "carried_credit",
         "judge_seconds",
+        "autograd_policy",
     ]
     assert all(f.metadata["help"] for f in trait_settings())

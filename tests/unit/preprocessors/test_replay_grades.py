@@ -61,6 +61,8 @@ def test_trait_is_configurable(field):
 
 
 def _other_value(default):
+    if isinstance(default, str):  # a choice: the other one
+        return next(p for p in settings.AUTOGRAD_POLICIES if p != default)
     return type(default)(default * 2 + 1)
 
 
@@ -70,6 +72,15 @@ def test_config_value_arrives_in_judge_settings(field):
     setattr(c.ReplayGrades, field.name, _other_value(field.default))
     judged = ReplayGrades(config=c).judge_settings("u1")
     assert getattr(judged, field.name) == _other_value(field.default)
+
+
+def test_autograd_policy_is_a_choice():
+    from traitlets import TraitError
+
+    with pytest.raises(TraitError):
+        ReplayGrades(config=Config({"ReplayGrades": {"autograd_policy": "allow"}}))
+    with pytest.raises(ValueError):
+        settings.JudgeSettings(seed=1, autograd_policy="allow")
 
 
 def test_judge_settings_is_a_judge_settings():

@@ -1,0 +1,109 @@
+"""Which gradients autograd made, and what that costs: the notebook as submitted, run with
+autograd blocked and with it watched (grader/replay/run.py), compared gradient by gradient.
+
+A gradient right with autograd and wrong without it came from autograd. Under the default
+policy ("zero") the grades come from the blocked runs, so it already has no credit; here it
+gets the verdict that says why, and a flag. Under "flag" the grades come from the watched
+runs, as if autograd were allowed, and the same gradients are listed for review. A cell that
+calls `loss.backward()` to check an answer changes no gradient: no verdict changes, no flag.
+A blocked run that worked around the block (grader/sandboxed/autograd_guard.py) was stopped
+there: what it had not computed by then earns nothing, and the TAs see where it happened.
+"""
+
+from __future__ import annotations
+
+from ..exercise import spec
+from ..exercise.compare import MISSING
+from ..exercise.verdict import Verdict, compare_gradient
+from ..reference.inputs import FreshInputs
+from ..replay.results import RunResult
+from ..replay.run import ReplayOutput
+from ..sandboxed.autograd_guard import BLOCK, STOPPED_STATUS
+from .flags import Flag
+from .training import training_verdict
+
+NO_CREDIT = "computed with autograd: no credit (a gradient must be your own formula; autograd only checks it)"
+STOPPED = (
+    "the replay stopped where your code worked around the kit's autograd check: "
+    "nothing computed after that earns credit"
+)
+
+
+def value_key(g: spec.Gradient) -> str:
+    """Where the notebook's run keeps the gradient (grader/sandboxed/runner.py's snapshots)."""
+    return f"ex4/{g.name}" if g.exercise == 4 else f"{spec.ANSWER_CELLS[g.exercise]}/{g.name}"
+
+
+def _right(run: RunResult, g: spec.Gradient, fresh: FreshInputs) -> bool:
+    ref = (fresh.ex4_reference if g.exercise == 4 else fresh.grads)[g.target]
+    return compare_gradient(g, run.value(value_key(g)), ref).ok
+
+
+def made_by_autograd(out: ReplayOutput, fresh: FreshInputs) -> list[str]:
+    """The grade ids right when autograd could run and wrong when it could not. A blocked run
+    that was stopped computed nothing after the stop: what it lacks says nothing of autograd."""
+    blocked, watched = out.blocked, out.watched
+    if blocked is None or watched is None:
+        return []
+    stopped = blocked.status == STOPPED_STATUS
+    made = [
+        g.grade_id
+        for g in spec.GRADIENTS
+        if _right(watched, g, fresh)
+        and not _right(blocked, g, fresh)
+        and not (stopped and blocked.value(value_key(g)) is MISSING)
+    ]
+    trained = [training_verdict(r, fresh, r.meta.get("ex4_error")) for r in (watched, blocked)]
+    if not stopped and trained[0].score == trained[0].max_score and trained[1].score < trained[1].max_score:
+        made.append(spec.TRAINING.grade_id)
+    return made
+
+
+def evidence(runs: list[RunResult], kinds: tuple[str, ...]) -> str:
+    """Where the runs reached for autograd: "torch.autograd.grad (ex1_solution, lines 12, 14); ..."."""
+    where: dict[tuple[str, str], list[int]] = {}
+    for e in (e for r in runs for e in r.meta.get("autograd", []) if e["kind"] in kinds):
+        lines = where.setdefault((e["what"], e["cell"]), [])
+        if e["line"] and e["line"] not in lines:
+            lines.append(e["line"])
+    said = [
+        f"{what} ({cell}, line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
+        if lines
+        else f"{what} ({cell})"
+        for (what, cell), lines in where.items()
+    ]
+    return "; ".join(said[:4]) + (f"; and {len(said) - 4} more" if len(said) > 4 else "")
+
+
+def _say(v: Verdict, text: str, problem: str | None = None) -> None:
+    v.hint, v.lines = text, [*v.lines[:1], text]
+    v.problem = problem or v.problem
+
+
+def apply_policy(
+    verdicts: dict[str, Verdict], out: ReplayOutput, fresh: FreshInputs, policy: str
+) -> list[Flag]:
+    """Turn the comparison into verdicts (policy "zero") and flags (both policies)."""
+    blocked_runs = [r for r in (out.runs.values() if out.mode == BLOCK else [out.counterpart]) if r]
+    worked_around = evidence(blocked_runs, ("bypass", "tamper"))
+    stopped = [r for r in blocked_runs if r.status == STOPPED_STATUS]
+    made = made_by_autograd(out, fresh)
+    used = evidence([r for r in (out.blocked, out.watched) if r], ("call", "bypass"))
+    flags, lost = [], []
+    for gid in made:
+        v = verdicts[gid]
+        if policy == "zero" and v.score < v.max_score:
+            _say(v, NO_CREDIT, "autograd")
+            lost.append(gid)
+    if policy == "zero" and lost:
+        flags.append(Flag("autograd", f"right only when autograd could run: {used}; no credit", lost))
+    kept = [gid for gid in made if verdicts[gid].score > 0]
+    if policy == "flag" and kept:
+        flags.append(Flag("autograd", f"right only when autograd could run: {used}; graded as allowed", kept))
+    if worked_around:
+        for v in verdicts.values():
+            if policy == "zero" and stopped and v.problem == "missing":  # not computed before the stop
+                _say(v, STOPPED)
+        affected = [gid for gid, v in verdicts.items() if v.score < v.max_score]
+        flags.append(Flag("tampering", f"worked around the kit's autograd check: {worked_around}", affected))
+    return flags
