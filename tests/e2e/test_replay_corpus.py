@@ -93,7 +93,21 @@ def test_cheats_are_listed_for_tas(corpus_course):
     kernel = [e for e in signs if e["students"] == ["c03_monkeypatch"] and e["kind"] == "kernel"]
     assert len(kernel) == 1 and "matched autograd in the student's kernel" in kernel[0]["evidence"]
     assert len(kernel[0]["grade_ids"]) == 24 and set(kernel[0]["grade_ids"]) <= set(ex1)
-    assert all(e["grade_ids"] == ex1 for e in signs if "ex1_solution, line" in e["evidence"])
+    assert all(e["grade_ids"] == ex1 for e in signs if e["evidence"].startswith("ex1_solution, line"))
+    # what the replay saw at run time: the gradients autograd made, each route named
+    made = {
+        e["students"][0]: e for e in signs if e["evidence"].startswith("right only when autograd could run")
+    }
+    assert set(made) == {"a01_enable_grad", "a02_backward", "a03_func", "a04_forward_mode", "a05_decoded"}
+    for case in (c for c in CORPUS if c.sample.student in made):
+        assert set(made[case.sample.student]["grade_ids"]) == case.zeros, case.sample.student
+    assert "torch.autograd.grad" in made["a01_enable_grad"]["evidence"]
+    assert "Tensor.backward" in made["a02_backward"]["evidence"]
+    assert "torch.func.jacrev" in made["a03_func"]["evidence"]
+    assert "torch.autograd.forward_ad.dual_level" in made["a04_forward_mode"]["evidence"]
+    assert kinds("a06_reload", "worked around the kit's autograd check") == {"tampering"}
+    assert kinds("a07_unhook", "sys.setprofile") == {"tampering"}
+    assert not [e for e in listed if "a08_checks_with_autograd" in e["students"]]
 
 
 def test_kernel_scores_are_not_trusted(corpus_course):
@@ -119,6 +133,25 @@ def test_carried_credit_is_configurable(tmp_path, names_txt):
     assert scores["ex1_dcounts"] == 0.0
     assert scores["ex1_db1"] == 1.0
     assert sum(scores[g] for g in ex1) == 26 - 1 - 0.5 * len(carried)
+
+
+def test_autograd_policy_flag_grades_as_allowed_and_lists(tmp_path, names_txt):
+    """`--ReplayGrades.autograd_policy=flag`: autograd's gradients keep their points, and are listed."""
+    course = make_course(tmp_path / "flag", names_txt)
+    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+    chosen = ("a03_func", "a08_checks_with_autograd")
+    write_submissions([c.sample for c in CORPUS if c.sample.student in chosen], course=course)
+    nbgrader(course, "autograde", "backprop_ninja", "--force", "--ReplayGrades.autograd_policy=flag")
+    scores = {s.student: s.by_grade_id for s in read_scores(f"sqlite:///{course / 'gradebook.db'}")}
+    assert all(sum(scores[student].values()) == spec.total_points() for student in chosen)
+    flagged = [
+        f
+        for f in _record(course, "a03_func")["flags"]
+        if f["kind"] == "autograd" and "allowed" in f["evidence"]
+    ]
+    zeros = next(c.zeros for c in CORPUS if c.sample.student == "a03_func")
+    assert len(flagged) == 1 and set(flagged[0]["grade_ids"]) == zeros
+    assert not _record(course, "a08_checks_with_autograd")["flags"]
 
 
 @pytest.fixture(scope="module")

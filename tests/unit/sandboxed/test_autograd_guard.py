@@ -1,0 +1,176 @@
+"""grader/sandboxed/autograd_guard.py in a forked child per test (the guard cannot be taken back:
+an audit hook stays for the process's life): what a blocked run refuses, what stops it, and
+that a watched run computes with autograd and says where."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from grader.sandboxed import autograd_guard as ag
+
+
+def in_child(mode: str, body) -> dict:
+    """Run body(guard) in a fork with the guard installed; return what it reported, or the
+    events the guard's on_stop sent when it stopped the child."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+
+            def stop(guard):
+                os.write(w, json.dumps({"stopped": True, "events": guard.events}).encode())
+                os._exit(ag.STOPPED)
+
+            guard = ag.install(mode, stop)
+            guard.where = ("cell", 3)
+            out = body(guard)
+            os.write(w, json.dumps({"stopped": False, "out": out, "events": guard.events}).encode())
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            os.write(w, json.dumps({"crash": repr(e)}).encode())
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    result = json.loads(data)
+    assert "crash" not in result, result
+    result["exit"] = os.WEXITSTATUS(status)
+    return result
+
+
+def _loss():
+    w = torch.ones(3).requires_grad_()
+    return w, (w * torch.arange(3.0)).sum()
+
+
+def _refused(fn) -> str:
+    try:
+        fn()
+    except ag.AutogradUnavailable as e:
+        return str(e)
+    return "allowed"
+
+
+def test_a_blocked_run_refuses_every_entry_point_and_says_why():
+    def body(guard):
+        w, loss = _loss()
+        return {
+            "enable_grad": _refused(lambda: torch.enable_grad().__enter__()),
+            "set_grad_enabled": _refused(lambda: torch.set_grad_enabled(True)),
+            "autograd.grad": _refused(lambda: torch.autograd.grad(loss, w)),
+            "backward": _refused(lambda: loss.backward()),
+            "func.grad": _refused(lambda: torch.func.grad(lambda x: x.sum())(w)),
+            "jacfwd": _refused(lambda: torch.func.jacfwd(lambda x: x)(w)),
+            "functional": _refused(lambda: torch.autograd.functional.jacobian(lambda x: x, w)),
+            "forward_ad": _refused(lambda: torch.autograd.forward_ad.dual_level()),
+            "hook": _refused(lambda: w.register_hook(print)),
+            "script": _refused(lambda: torch.jit.script(lambda x: x)),
+        }
+
+    result = in_child(ag.BLOCK, body)
+    assert not result["stopped"]
+    for name, said in result["out"].items():
+        assert "not available when the autograder replays your notebook" in said, name
+    assert {e["kind"] for e in result["events"]} == {"call"}
+    assert {"torch.autograd.grad", "Tensor.backward", "torch.func.grad"} <= {
+        e["what"] for e in result["events"]
+    }
+    assert all((e["cell"], e["line"]) == ("cell", 3) for e in result["events"])
+
+
+def test_honest_work_is_untouched_in_a_blocked_run():
+    def body(guard):
+        with torch.no_grad():
+            x = torch.randn(4, 3)
+        torch.set_grad_enabled(False)
+        y = (x @ x.T).tanh().sum(0)
+        return {"shape": list(y.shape), "grad_mode": torch.is_grad_enabled()}
+
+    result = in_child(ag.BLOCK, body)
+    assert result["out"] == {"shape": [4], "grad_mode": False} and not result["events"]
+
+
+@pytest.mark.parametrize(
+    "route",
+    ["reload", "kept_reference", "engine", "dual_level"],
+)
+def test_a_blocked_run_that_works_around_the_entry_points_is_stopped(route):
+    """Each reaches autograd's C functions without the replaced Python names."""
+    switch = torch._C._set_grad_enabled  # what a reference kept elsewhere in torch would be
+    enter = torch._C._enter_dual_level
+
+    def body(guard):
+        import importlib
+
+        import torch._functorch.apis as apis
+
+        if route == "reload":
+            importlib.reload(apis).grad(lambda x: (x * x).sum())(torch.ones(2))
+        elif route == "kept_reference":
+            list(map(switch, [True]))  # a C-driven call: caught on the next event
+            len([])
+        elif route == "engine":
+            engine = next(c for c in object.__subclasses__() if c.__name__ == "_EngineBase")
+            engine().run_backward((torch.ones(1),), (torch.ones(1),), False, False, (), False, False)
+        else:
+            enter()
+        return "not stopped"
+
+    result = in_child(ag.BLOCK, body)
+    assert result["stopped"] and result["exit"] == ag.STOPPED, result
+    assert result["events"][-1]["kind"] == "bypass"
+
+
+def test_a_blocked_run_cannot_unhook_the_guard_or_reach_under_it():
+    def body(guard):
+        import ctypes
+        import gc
+
+        out = {}
+        for name, fn in {
+            "ctypes": lambda: ctypes.CDLL(None),
+            "gc": gc.get_objects,
+            "proc": lambda: open("/proc/self/mem", "rb"),  # noqa: SIM115 - refused before it opens
+        }.items():
+            try:
+                out[name] = str(fn())
+            except ag.AutogradUnavailable as e:
+                out[name] = str(e)
+        import sys
+
+        sys.setprofile(None)  # stops the run
+        return out
+
+    result = in_child(ag.BLOCK, body)
+    assert result["stopped"]
+    kinds = [(e["kind"], e["what"]) for e in result["events"]]
+    assert ("refused", "ctypes.dlopen") in kinds and ("refused", "gc.get_objects") in kinds
+    assert ("refused", "open") in kinds and kinds[-1] == ("tamper", "sys.setprofile")
+
+
+def test_a_watched_run_computes_with_autograd_and_says_where():
+    def body(guard):
+        w, _ = _loss()
+        with torch.enable_grad():
+            _, loss = _loss()
+        guard.where = ("cell", 9)
+        with torch.enable_grad():
+            w = torch.ones(3).requires_grad_()
+            (g,) = torch.autograd.grad((w * torch.arange(3.0)).sum(), w)
+        return g.tolist()
+
+    result = in_child(ag.WATCH, body)
+    assert result["out"] == [0.0, 1.0, 2.0] and not result["stopped"]
+    assert {e["kind"] for e in result["events"]} == {"call"}
+    assert {"grad mode switched on", "the autograd engine"} <= {e["what"] for e in result["events"]}
+    assert {e["line"] for e in result["events"] if e["what"] == "the autograd engine"} == {9}

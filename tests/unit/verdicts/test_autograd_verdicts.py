@@ -1,0 +1,90 @@
+"""grader/verdicts/autograd.py on runs built here: a gradient right only when autograd could
+run gets no credit ("zero") or is listed ("flag"); a checking cell that used autograd and
+changed nothing costs nothing; a run stopped for working around the check loses what came after."""
+
+from __future__ import annotations
+
+from grader.exercise import spec
+from grader.replay.results import RunResult
+from grader.replay.run import ReplayOutput
+from grader.sandboxed.autograd_guard import BLOCK, STOPPED_STATUS, WATCH
+from grader.settings import JudgeSettings
+from grader.verdicts import judge
+from grader.verdicts.autograd import NO_CREDIT, STOPPED, apply_policy, evidence, made_by_autograd
+
+from conftest import JUDGE_SEED
+from replay_runs import honest_runs
+
+KEY = f"{spec.ANSWER_CELLS[1]}/dW1"
+CALL = {"kind": "call", "what": "torch.autograd.grad", "cell": "ex1_solution", "line": 12}
+
+
+def _without(run: RunResult, *keys: str, status: str | None = None, events=()) -> RunResult:
+    meta = dict(run.meta, values=dict(run.meta["values"]), autograd=list(events))
+    tensors = dict(run.tensors)
+    for k in keys:
+        meta["values"][k] = {"kind": "missing"}
+        tensors.pop(k, None)
+    return RunResult(status or run.status, meta, tensors)
+
+
+def _graded(fresh, out: ReplayOutput, policy: str):
+    verdicts = judge.all_verdicts(out, fresh, JudgeSettings(seed=JUDGE_SEED))
+    return verdicts, apply_policy(verdicts, out, fresh, policy)
+
+
+def test_a_gradient_only_autograd_made_gets_no_credit_and_a_flag(fresh):
+    runs = honest_runs(fresh)
+    watched = _without(runs["main"], events=[CALL])
+    runs["main"] = _without(runs["main"], KEY, events=[CALL])
+    out = ReplayOutput(runs, 1.0, mode=BLOCK, counterpart=watched)
+    assert made_by_autograd(out, fresh) == ["ex1_dW1"]
+    verdicts, flags = _graded(fresh, out, "zero")
+    assert verdicts["ex1_dW1"].score == 0 and verdicts["ex1_dW1"].hint == NO_CREDIT
+    assert verdicts["ex1_dW1"].problem == "autograd"
+    assert sum(v.score for v in verdicts.values()) == spec.total_points() - 1
+    assert [(f.kind, f.grade_ids) for f in flags] == [("autograd", ["ex1_dW1"])]
+    assert "torch.autograd.grad (ex1_solution, line 12)" in flags[0].evidence
+
+
+def test_under_flag_the_grade_follows_autograd_and_the_gradient_is_listed(fresh):
+    runs = honest_runs(fresh)
+    blocked = _without(runs["main"], KEY, events=[CALL])
+    runs["main"] = _without(runs["main"], events=[CALL])
+    out = ReplayOutput(runs, 1.0, mode=WATCH, counterpart=blocked)
+    verdicts, flags = _graded(fresh, out, "flag")
+    assert verdicts["ex1_dW1"].score == 1
+    assert [(f.kind, f.grade_ids) for f in flags] == [("autograd", ["ex1_dW1"])]
+    assert "graded as allowed" in flags[0].evidence
+
+
+def test_autograd_that_changed_no_gradient_costs_nothing(fresh):
+    runs = honest_runs(fresh)
+    watched = _without(runs["main"], events=[CALL])
+    runs["main"] = _without(runs["main"], events=[CALL])
+    for policy, mode in (("zero", BLOCK), ("flag", WATCH)):
+        out = ReplayOutput(dict(runs), 1.0, mode=mode, counterpart=watched)
+        verdicts, flags = _graded(fresh, out, policy)
+        assert sum(v.score for v in verdicts.values()) == spec.total_points() and flags == []
+
+
+def test_a_stopped_run_loses_what_came_after_and_is_listed_as_tampering(fresh):
+    runs = honest_runs(fresh)
+    stop = {"kind": "bypass", "what": "the autograd engine", "cell": "ex1_solution", "line": 30}
+    later = [k for k in runs["main"].meta["values"] if not k.startswith(spec.ANSWER_CELLS[1])]
+    watched = _without(runs["main"], events=[CALL])
+    runs["main"] = _without(runs["main"], *later, status=STOPPED_STATUS, events=[stop])
+    out = ReplayOutput(runs, 1.0, mode=BLOCK, counterpart=watched)
+    assert made_by_autograd(out, fresh) == []  # lost to the stop, not to autograd
+    verdicts, flags = _graded(fresh, out, "zero")
+    assert verdicts["ex2_dlogits"].score == 0 and verdicts["ex2_dlogits"].hint == STOPPED
+    assert verdicts["ex1_dW1"].score == 1
+    assert [f.kind for f in flags] == ["tampering"]
+    assert "ex2_dlogits" in flags[0].grade_ids and "ex1_dW1" not in flags[0].grade_ids
+    assert "the autograd engine (ex1_solution, line 30)" in flags[0].evidence
+
+
+def test_evidence_names_each_route_once_with_its_lines():
+    run = RunResult("ok", {"autograd": [CALL, dict(CALL, line=14), dict(CALL, what="Tensor.backward")]})
+    said = evidence([run, run], ("call",))
+    assert said == "torch.autograd.grad (ex1_solution, lines 12, 14); Tensor.backward (ex1_solution, line 12)"
