@@ -88,7 +88,22 @@ def _private_jupyter_dirs(home: Path, exchange: Path) -> dict[str, str]:
         "JUPYTER_DATA_DIR": str(data),
         "JUPYTER_RUNTIME_DIR": str(runtime),
         "IPYTHONDIR": str(ipython),
+        # named outright: one inherited from the caller's environment would win over
+        # JUPYTER_CONFIG_DIR/lab/ and the settings above would not be read
+        "JUPYTERLAB_SETTINGS_DIR": str(config / "lab" / "user-settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(config / "lab" / "workspaces"),
     }
+
+
+def _check_lab_settings(server: Jupyter) -> None:
+    """The server hands the browser the settings of LAB_SETTINGS (else a locator would look for
+    cells JupyterLab never attached, and the test would fail far from the cause)."""
+    for name, settings in LAB_SETTINGS.items():
+        package, _, plugin_name = name.removesuffix(".jupyterlab-settings").rpartition("/")
+        plugin = f"{package}:{plugin_name}"
+        composite = server.api(f"/lab/api/settings/{plugin}")["settings"]
+        wrong = {k: composite.get(k) for k, v in settings.items() if composite.get(k) != v}
+        assert not wrong, f"jupyter lab did not read the test's settings of {plugin}: {wrong}\n{server.log}"
 
 
 @contextmanager
@@ -116,6 +131,8 @@ def jupyter_lab(
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.token={token}",
         f"--ServerApp.root_dir={root}",
+        # window.jupyterapp: open_notebook() asks JupyterLab itself whether the kernel is ready
+        "--LabApp.expose_app_in_browser=True",
         "--allow-root",
     ]
     with open(log_path, "w") as log:
@@ -133,6 +150,7 @@ def jupyter_lab(
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"jupyter lab did not start:\n{log_path.read_text()}") from None
                 time.sleep(0.25)
+        _check_lab_settings(server)
         yield server
     finally:
         _stop(proc, server)
@@ -155,6 +173,47 @@ def _stop(proc: subprocess.Popen, server: Jupyter) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+# True once JupyterLab shows the notebook `path` with `cells` cells attached to the page and its
+# kernel started, connected and idle. The execution indicator alone says neither: it reads
+# "idle" before the kernel is even asked for, while the first cell is the only one in the page.
+_NOTEBOOK_READY = """([path, cells]) => {
+    const app = window.jupyterapp;
+    if (!app) return false;
+    const panel = Array.from(app.shell.widgets('main')).find(w => w.context && w.context.path === path);
+    if (!panel || !panel.context.isReady) return false;
+    if (document.querySelectorAll('.jp-NotebookPanel .jp-Cell').length !== cells) return false;
+    const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+    return !!kernel && kernel.connectionStatus === 'connected' && kernel.status === 'idle';
+}"""
+
+
+def open_notebook(page, server: Jupyter, path: str, cells: int, timeout: float = 180_000) -> None:
+    """Open the notebook `path` of `server` in JupyterLab and wait until every one of its
+    `cells` cells is in the page (JupyterLab attaches them after the first, and with windowing
+    never the ones out of view) and its kernel is idle."""
+    page.goto(server.url(f"/lab/tree/{path}"))
+    try:
+        page.wait_for_function(_NOTEBOOK_READY, arg=[path, cells], timeout=timeout, polling=250)
+    except Exception as e:  # what the page had, for the failure's message
+        shown, status = page.evaluate(
+            """() => [document.querySelectorAll('.jp-NotebookPanel .jp-Cell').length,
+                (document.querySelector('.jp-Notebook-ExecutionIndicator') || {dataset: {}})
+                    .dataset.status]"""
+        )
+        raise AssertionError(
+            f"{path} not ready in JupyterLab: {shown} of {cells} cells in the page, "
+            f"execution indicator {status!r}:\n{server.log.read_text()[-3000:]}"
+        ) from e
+
+
+def expect_count(locator, n: int, timeout: float = 60_000) -> None:
+    """`locator` matches `n` elements, waiting up to `timeout` ms for the page to get there
+    (an immediate count() races the page's rendering)."""
+    from playwright.sync_api import expect
+
+    expect(locator).to_have_count(n, timeout=timeout)
 
 
 @contextmanager

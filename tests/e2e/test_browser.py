@@ -97,12 +97,10 @@ def student_page(student_lab, chromium):
     page = context.new_page()
     page.set_default_timeout(60_000)
     web.local_only(page)
-    page.goto(student_lab.url(f"/lab/tree/{NB_FILE}"))
-    page.locator(".jp-NotebookPanel .jp-CodeCell").first.wait_for()
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=120_000)
+    web.open_notebook(page, student_lab, NB_FILE, cells=len(release_nb.cells))
 
     answer_cell = _code_cell(page, "backprop through the whole thing manually")
-    assert answer_cell.count() == 1
+    web.expect_count(answer_cell, 1)
     answer_cell.locator(".cm-content").click()
     page.keyboard.press("Control+A")
     page.keyboard.insert_text(typed)
@@ -110,7 +108,7 @@ def student_page(student_lab, chromium):
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
     check = _code_cell(page, "compare with autograd: run this after your cell above")
-    assert check.count() == 1
+    web.expect_count(check, 1)
     page.wait_for_function(  # "[ ]:" not run, "[*]:" queued or running, "[12]:" done
         "el => /\\[\\d+\\]/.test(el.innerText)",
         arg=check.locator(".jp-InputArea-prompt").element_handle(),
