@@ -103,6 +103,7 @@ from grader.course.intake import before_autograde  # noqa: E402
 c.Autograde.pre_convert_hook = before_autograde
 c.ReplayGrades.seed_salt = "backprop-ninja-2026"
 c.ReplayGrades.carried_credit = 1.0  # full credit for a right rule that received a wrong input
+c.ReplayGrades.autograd_policy = "zero"  # a gradient autograd made gets 0; "flag": graded, and listed
 
 # Feedback a student can read: a table of every gradient first, the hidden tests' source not
 # shown (grader/preprocessors/feedback_summary.py). GetGrades must come before FeedbackSummary.

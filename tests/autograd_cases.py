@@ -174,83 +174,64 @@ def cases():
     every = {g.grade_id for g in EX1}
     ids = lambda names: {g.grade_id for g in EX1 if g.name in names}  # noqa: E731
     everything = {g.grade_id for g in spec.GRADED}
+    made, stopped = "computed with autograd", "worked around the kit's autograd check"
+    table = [  # student, what it does, its exercise-1 answer, what gets 0, (grade id, hint)
+        (
+            "a01_enable_grad",
+            "enable_grad and autograd.grad by built names",
+            ENABLE_GRAD,
+            every,
+            ("ex1_db1", made),
+        ),
+        (
+            "a02_backward",
+            "grad mode via torch._C, .backward(), retain_grad, a hook",
+            BACKWARD,
+            every,
+            ("ex1_dh", made),
+        ),
+        (
+            "a03_func",
+            "torch.func grad, vjp, jacrev; autograd.functional",
+            FUNC,
+            ids(FUNC_NAMES),
+            ("ex1_dbnbias", made),
+        ),
+        ("a04_forward_mode", "jacfwd, jvp and forward_ad", FORWARD_AD, ids(FORWARD_NAMES), ("ex1_db2", made)),
+        (
+            "a05_decoded",
+            "autograd behind base64, compile, pickle, marshal",
+            DECODED,
+            ids(DECODED_NAMES),
+            ("ex1_dW2", made),
+        ),
+        (
+            "a06_reload",
+            "around the check: torch.func from a reloaded module",
+            RELOAD,
+            everything,
+            ("ex1_dW2", stopped),
+        ),
+        (
+            "a07_unhook",
+            "around the check: sys.setprofile(None), ctypes",
+            UNHOOK,
+            everything,
+            ("ex2_dlogits", stopped),
+        ),
+    ]
     return [
         Case(
-            Sample(
-                "a01_enable_grad",
-                "autograd: enable_grad and autograd.grad by built names",
-                replace={"ex1_solution": ENABLE_GRAD},
-            ),
-            zeros=every,
-            suspicious=True,
-            hints={"ex1_dW1": "computed with autograd", "ex1_db1": "autograd"},
-        ),
-        Case(
-            Sample(
-                "a02_backward",
-                "autograd: grad mode via torch._C, .backward(), retain_grad, a hook",
-                replace={"ex1_solution": BACKWARD},
-            ),
-            zeros=every,
-            suspicious=True,
-            hints={"ex1_dh": "computed with autograd"},
-        ),
-        Case(
-            Sample(
-                "a03_func",
-                "autograd: torch.func grad, vjp, jacrev; autograd.functional",
-                replace={"ex1_solution": FUNC},
-            ),
-            zeros=ids(FUNC_NAMES),
-            suspicious=True,
-            hints={"ex1_dbnbias": "computed with autograd"},
-        ),
-        Case(
-            Sample(
-                "a04_forward_mode",
-                "autograd: jacfwd, jvp and forward_ad dual numbers",
-                replace={"ex1_solution": FORWARD_AD},
-            ),
-            zeros=ids(FORWARD_NAMES),
-            suspicious=True,
-            hints={"ex1_db2": "computed with autograd"},
-        ),
-        Case(
-            Sample(
-                "a05_decoded",
-                "autograd: behind base64, compile, pickle and marshal",
-                replace={"ex1_solution": DECODED},
-            ),
-            zeros=ids(DECODED_NAMES),
-            suspicious=True,
-            hints={"ex1_dW2": "computed with autograd"},
-        ),
-        Case(
-            Sample(
-                "a06_reload",
-                "around the check: torch.func from a reloaded module",
-                replace={"ex1_solution": RELOAD},
-            ),
-            zeros=everything,
-            suspicious=True,
-            hints={"ex1_dW2": "worked around the kit's autograd check"},
-        ),
-        Case(
-            Sample(
-                "a07_unhook",
-                "around the check: sys.setprofile(None), ctypes",
-                replace={"ex1_solution": UNHOOK},
-            ),
-            zeros=everything,
-            suspicious=True,
-            hints={"ex2_dlogits": "worked around the kit's autograd check"},
-        ),
+            Sample(student, f"autograd: {what}", replace={"ex1_solution": answer}), zeros, dict([hint]), True
+        )
+        for student, what, answer, zeros, hint in table
+    ] + [
         Case(
             Sample(
                 "a08_checks_with_autograd",
                 "honest: autograd in a checking cell, no_grad and comments",
                 replace={"ex1_solution": COMMENTED_EX1 + honest_except([])},
                 added=[("ex1_solution", CHECK_CELL)],
-            ),
-        ),
+            )
+        )
     ]

@@ -16,16 +16,19 @@ What "cannot run" rests on, from the easiest to undo to the hardest:
 - an audit hook, which no Python code can remove, refuses what could remove the profile hook
   or reach under it: sys.setprofile / settrace (cProfile too), ctypes, the garbage collector's
   object lists, /proc (the process's own memory);
-- no thread or process can start (RLIMIT_NPROC 0, set by the kernel): all the run's work
-  happens on the one thread the hook watches.
+- no thread or process can start (refused by the audit hook, and RLIMIT_NPROC 0 for the
+  sandbox's user): all the run's work happens on the one thread the hook watches. The guard is
+  installed before the run's first cell, so a cell added above the answers is watched too.
 """
 
 from __future__ import annotations
 
+import _thread
 import importlib
 import os
 import resource
 import sys
+import threading
 
 import torch
 
@@ -46,6 +49,7 @@ ENGINE = {
     "_create_method_from_trace": "torch.jit.trace",
     "import_ir_module": "torch.jit.load",
     "import_ir_module_from_buffer": "torch.jit.load",
+    "start_new_thread": "a thread beside the watched one",  # its replacement never calls it
 }
 # Python entry points a blocked run replaces, module by module.
 ENTRY_POINTS = {
@@ -80,6 +84,16 @@ REFUSED = {
     "gc.get_objects": "refuse",
     "gc.get_referrers": "refuse",
     "gc.get_referents": "refuse",
+    # the hook watches this thread: nothing may run beside it (RLIMIT_NPROC says so too, but a
+    # run as root, without the sandbox's own user, is not held by it; Python 3.11 audits no
+    # thread start: _replace_entry_points replaces it)
+    "os.fork": "refuse",
+    "os.forkpty": "refuse",
+    "os.posix_spawn": "refuse",
+    "os.exec": "refuse",
+    "os.spawn": "refuse",
+    "os.system": "refuse",
+    "subprocess.Popen": "refuse",
 }
 
 
@@ -104,12 +118,10 @@ class Guard:
         self._seen.add(key)
         self.events.append({"kind": kind, "what": what, "cell": self.where[0], "line": self.where[1]})
 
-    def refuse(self, what: str):
-        self.note("call", what)
-        raise AutogradUnavailable(
-            f"{what} is not available when the autograder replays your notebook: "
-            "a gradient must be your own formula (autograd only checks your work)"
-        )
+    def refuse(self, what: str, *, autograd: bool = True):
+        self.note("call" if autograd else "refused", what)
+        why = ": a gradient must be your own formula (autograd only checks your work)" if autograd else ""
+        raise AutogradUnavailable(f"{what} is not available when the autograder replays your notebook{why}")
 
     def stop(self, kind: str, what: str) -> None:
         """A blocked run that worked around the guard ends here; what it had sent stays."""
@@ -166,9 +178,15 @@ def _audit_hook(guard: Guard):
     return hook
 
 
+def preload() -> None:
+    """The modules whose entry points a blocked run replaces: imported once, by the warm server."""
+    for module_name in ENTRY_POINTS:
+        importlib.import_module(module_name)
+
+
 def _replace_entry_points(guard: Guard) -> None:
     for module_name, names in ENTRY_POINTS.items():
-        module = sys.modules.get(module_name) or importlib.import_module(module_name)
+        module = importlib.import_module(module_name)
         for name in names:
             if hasattr(module, name):
                 setattr(module, name, _refuser(guard, f"{module_name}.{name}"))
@@ -176,11 +194,13 @@ def _replace_entry_points(guard: Guard) -> None:
         setattr(torch.Tensor, name, _refuser(guard, f"Tensor.{name}"))
     for module, name in ((torch._C, "_set_grad_enabled"), (torch._C, "_set_fwd_grad_enabled")):
         setattr(module, name, _switch(guard, getattr(module, name), name))
+    threads = _refuser(guard, "a thread (the replay runs on one)", autograd=False)
+    _thread.start_new_thread = _thread.start_new = threading._start_new_thread = threads
 
 
-def _refuser(guard: Guard, what: str):
+def _refuser(guard: Guard, what: str, *, autograd: bool = True):
     def refused(*args, **kwargs):
-        guard.refuse(what)
+        guard.refuse(what, autograd=autograd)
 
     refused.__name__ = what.rpartition(".")[2]
     return refused

@@ -72,18 +72,19 @@ def replay_run(
     runner = Runner(plan, inputs, checkpoint=lambda record, tensors: _write(channel, record, tensors))
     signal.signal(signal.SIGALRM, runner.on_alarm)
     t0 = time.perf_counter()
-    prefix = warm[0] if warm else []
-    if warm and plan["cells"][: len(prefix)] == prefix:
-        ns = runner.setup(dict(warm[1]), start=len(prefix))
-    else:
-        ns = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
 
     def stop(guard: autograd_guard.Guard) -> None:
         record, tensors = runner.sent
         _write(channel, dict(record, autograd=guard.events, partial=True), tensors)
         _real_exit(autograd_guard.STOPPED)
 
+    # before the first cell of the run: a cell the student added above the answers is watched too
     runner.guard = autograd_guard.install(autograd, stop)
+    prefix = warm[0] if warm else []
+    if warm and plan["cells"][: len(prefix)] == prefix:
+        ns = runner.setup(dict(warm[1]), start=len(prefix))
+    else:
+        ns = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
     record, tensors = runner.run(ns, run)
     record["errors"] = runner.errors
     record["autograd"] = runner.guard.events
@@ -234,6 +235,7 @@ def serve() -> int:
     sys.stdout = sys.stderr
     torch.set_num_threads(1)  # fork-safe, and one core per replay
     torch.set_grad_enabled(False)  # no autograd to copy answers from
+    autograd_guard.preload()  # what each run's guard replaces, imported once
     hello = json.loads(sys.stdin.readline())
     os.chdir(hello["data_dir"])
     runner = Runner({"cells": hello["prefix"], "first_answer": len(hello["prefix"])}, {})

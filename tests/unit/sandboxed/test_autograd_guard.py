@@ -102,12 +102,15 @@ def test_honest_work_is_untouched_in_a_blocked_run():
 
 @pytest.mark.parametrize(
     "route",
-    ["reload", "kept_reference", "engine", "dual_level"],
+    ["reload", "kept_reference", "engine", "dual_level", "thread"],
 )
 def test_a_blocked_run_that_works_around_the_entry_points_is_stopped(route):
     """Each reaches autograd's C functions without the replaced Python names."""
     switch = torch._C._set_grad_enabled  # what a reference kept elsewhere in torch would be
     enter = torch._C._enter_dual_level
+    import _thread
+
+    start = _thread.start_new_thread
 
     def body(guard):
         import importlib
@@ -122,8 +125,10 @@ def test_a_blocked_run_that_works_around_the_entry_points_is_stopped(route):
         elif route == "engine":
             engine = next(c for c in object.__subclasses__() if c.__name__ == "_EngineBase")
             engine().run_backward((torch.ones(1),), (torch.ones(1),), False, False, (), False, False)
-        else:
+        elif route == "dual_level":
             enter()
+        else:
+            start(print, ())
         return "not stopped"
 
     result = in_child(ag.BLOCK, body)
@@ -136,8 +141,12 @@ def test_a_blocked_run_cannot_unhook_the_guard_or_reach_under_it():
         import ctypes
         import gc
 
+        import threading
+
         out = {}
         for name, fn in {
+            "thread": lambda: threading.Thread(target=print).start(),
+            "fork": os.fork,
             "ctypes": lambda: ctypes.CDLL(None),
             "gc": gc.get_objects,
             "proc": lambda: open("/proc/self/mem", "rb"),  # noqa: SIM115 - refused before it opens
@@ -156,6 +165,7 @@ def test_a_blocked_run_cannot_unhook_the_guard_or_reach_under_it():
     kinds = [(e["kind"], e["what"]) for e in result["events"]]
     assert ("refused", "ctypes.dlopen") in kinds and ("refused", "gc.get_objects") in kinds
     assert ("refused", "open") in kinds and kinds[-1] == ("tamper", "sys.setprofile")
+    assert ("refused", "a thread (the replay runs on one)") in kinds and ("refused", "os.fork") in kinds
 
 
 def test_a_watched_run_computes_with_autograd_and_says_where():
