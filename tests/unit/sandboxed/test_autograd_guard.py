@@ -140,7 +140,6 @@ def test_a_blocked_run_cannot_unhook_the_guard_or_reach_under_it():
     def body(guard):
         import ctypes
         import gc
-
         import threading
 
         out = {}
