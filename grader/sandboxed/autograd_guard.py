@@ -102,77 +102,108 @@ class AutogradUnavailable(RuntimeError):
 
 
 class Guard:
-    """One run's guard. `events` is what the run's record reports (record.py's AutogradEvent);
-    `where` is the statement running (the runner sets it)."""
+    """One run's guard, as the runner sees it: `events` is what the run's record reports
+    (record.py's AutogradEvent) and `where` the statement running (the runner sets it). What
+    stops a run is not here: the hooks keep it in closures no student code can reach, so that
+    editing this object can hide a note but never keep a run going."""
 
-    def __init__(self, mode: str, on_stop):
-        self.mode, self.on_stop = mode, on_stop
+    def __init__(self):
         self.events: list[dict] = []
         self.where: tuple[str, int | None] = ("", None)
         self._seen: set = set()
 
-    def note(self, kind: str, what: str) -> None:
+    def note(self, kind: str, what: str) -> dict:
+        event = {"kind": kind, "what": what, "cell": self.where[0], "line": self.where[1]}
         key = (kind, what, self.where)
-        if key in self._seen or len(self.events) >= MAX_EVENTS:
-            return
-        self._seen.add(key)
-        self.events.append({"kind": kind, "what": what, "cell": self.where[0], "line": self.where[1]})
+        if key not in self._seen and len(self.events) < MAX_EVENTS:
+            self._seen.add(key)
+            self.events.append(event)
+        return event
 
     def refuse(self, what: str, *, autograd: bool = True):
         self.note("call" if autograd else "refused", what)
         why = ": a gradient must be your own formula (autograd only checks your work)" if autograd else ""
         raise AutogradUnavailable(f"{what} is not available when the autograder replays your notebook{why}")
 
-    def stop(self, kind: str, what: str) -> None:
-        """A blocked run that worked around the guard ends here; what it had sent stays."""
-        if self.mode == BLOCK:
-            self.note(kind, what)
-            self.on_stop(self)
-        else:  # autograd is allowed here: this is only where it was used
-            self.note("call", what)
+
+_EXIT = os._exit  # taken at import, before the runner hands the student a harmless os._exit
 
 
 def install(mode: str, on_stop) -> Guard:
-    """Called once in the run's own process, before the student's first answer cell.
-    `on_stop(guard)` must end the process (the runner sends its last checkpoint, then exits)."""
-    guard = Guard(mode, on_stop)
-    torch._C._set_grad_enabled(False)  # as the replay server left it: no graph is recorded
-    if mode == BLOCK:
+    """Called once in the run's own process, before the run's first cell. `on_stop(guard)`
+    sends what the run has so far; the process then ends, whatever on_stop did."""
+    guard, block, exit_now = Guard(), mode == BLOCK, _EXIT
+    set_grad = torch._C._set_grad_enabled
+
+    def stop(kind: str, what: str) -> None:
+        try:
+            guard.note(kind if block else "call", what)
+            if block:
+                on_stop(guard)
+        except BaseException:  # noqa: BLE001 - a hook must not raise: Python would unhook it
+            pass
+        finally:
+            if block:
+                exit_now(STOPPED)
+
+    set_grad(False)  # as the replay server left it: no graph is recorded
+    if block:
         _replace_entry_points(guard)
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-    sys.setprofile(_profile_hook(guard))
-    if mode == BLOCK:
-        sys.addaudithook(_audit_hook(guard))
+    sys.setprofile(_profile_hook(stop, set_grad))
+    if block:
+        sys.addaudithook(_audit_hook(guard, stop))
         sys.getprofile = lambda: None  # the hook is reachable from nowhere else
     return guard
 
 
-def _profile_hook(guard: Guard):
-    grad_on, names = torch._C.is_grad_enabled, ENGINE
+def _profile_hook(stop, set_grad):
+    """Every call into a C function, every return: autograd's entry points by name, grad mode by
+    state, and, at the end of each statement, whether any autograd graph was built since the
+    last (the sequence number of autograd's nodes only grows, and only grad mode makes nodes):
+    that catches even a chain of C calls that switches grad mode on and off between two events."""
+    grad_on, names = torch._C.is_grad_enabled, dict(ENGINE)  # copies: edits of ENGINE change nothing
+    leaf = torch.ones(1, requires_grad=True)
+
+    def graph_counter() -> int:
+        was = grad_on()  # a watched run may have switched it on: it stays as the student left it
+        set_grad(True)
+        node = (leaf * 1).grad_fn
+        set_grad(was)
+        return node._sequence_nr()
+
+    last = [graph_counter()]
 
     def hook(frame, event, arg):
         if event == "c_call":
             what = names.get(getattr(arg, "__name__", None))
             if what:
-                guard.stop("bypass", what)
+                stop("bypass", what)
         if grad_on():
-            guard.stop("bypass", "grad mode switched on")
+            stop("bypass", "grad mode switched on")
+        if event == "return" and frame.f_code.co_name == "<module>":  # a statement ended
+            now = graph_counter()
+            if now != last[0] + 1:
+                stop("bypass", "an autograd graph")
+            last[0] = now
 
     return hook
 
 
-def _audit_hook(guard: Guard):
-    refused, realpath = REFUSED, os.path.realpath
+def _audit_hook(guard: Guard, stop):
+    refused, realpath, fsdecode = dict(REFUSED), os.path.realpath, os.fsdecode
 
     def hook(event, args):
         how = refused.get(event)
         if how is None and event == "open" and isinstance(args[0], (str, bytes)):
-            path = os.fsdecode(args[0])
-            how = "refuse" if realpath(path).startswith("/proc") else None
+            how = "refuse" if realpath(fsdecode(args[0])).startswith("/proc") else None
         if how == "stop":
-            guard.stop("tamper", event)
+            stop("tamper", event)
         if how:
-            guard.note("refused", event)
+            try:
+                guard.note("refused", event)
+            except BaseException:  # noqa: BLE001
+                pass
             raise AutogradUnavailable(f"{event} is not available when the autograder replays your notebook")
 
     return hook
