@@ -27,6 +27,7 @@ import _thread
 import importlib
 import os
 import resource
+import signal
 import sys
 import threading
 
@@ -163,18 +164,22 @@ def _profile_hook(stop, set_grad):
     last (the sequence number of autograd's nodes only grows, and only grad mode makes nodes):
     that catches even a chain of C calls that switches grad mode on and off between two events."""
     grad_on, names = torch._C.is_grad_enabled, dict(ENGINE)  # copies: edits of ENGINE change nothing
+    rearm = signal.setitimer
     leaf = torch.ones(1, requires_grad=True)
 
-    def graph_counter() -> int:
+    def graph_counter() -> int | None:
+        """None where no node can be made to read it (inference mode, a torch.func transform)."""
         was = grad_on()  # a watched run may have switched it on: it stays as the student left it
         set_grad(True)
-        node = (leaf * 1).grad_fn
-        set_grad(was)
-        return node._sequence_nr()
+        try:
+            node = (leaf * 1).grad_fn
+        finally:
+            set_grad(was)
+        return node._sequence_nr() if node is not None else None
 
     last = [graph_counter()]
 
-    def hook(frame, event, arg):
+    def check(frame, event, arg) -> None:
         if event == "c_call":
             what = names.get(getattr(arg, "__name__", None))
             if what:
@@ -183,9 +188,20 @@ def _profile_hook(stop, set_grad):
             stop("bypass", "grad mode switched on")
         if event == "return" and frame.f_code.co_name == "<module>":  # a statement ended
             now = graph_counter()
-            if now != last[0] + 1:
-                stop("bypass", "an autograd graph")
-            last[0] = now
+            if now is not None:
+                if now != last[0] + 1:
+                    stop("bypass", "an autograd graph")
+                last[0] = now
+
+    def hook(frame, event, arg):
+        # A hook that raises is unhooked by Python: nothing may leave it. stop() exits by itself;
+        # a statement's time running out (SIGALRM, runner.py) is raised again outside the hook.
+        try:
+            check(frame, event, arg)
+        except Exception:  # noqa: BLE001
+            pass
+        except BaseException:  # noqa: BLE001
+            rearm(signal.ITIMER_REAL, 0.001)
 
     return hook
 

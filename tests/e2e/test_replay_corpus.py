@@ -101,7 +101,7 @@ def test_cheats_are_listed_for_tas(corpus_course):
     assert set(made) == {"a01_enable_grad", "a02_backward", "a03_func", "a04_forward_mode", "a05_decoded"}
     for case in (c for c in CORPUS if c.sample.student in made):
         assert set(made[case.sample.student]["grade_ids"]) == case.zeros, case.sample.student
-    assert "torch.autograd.grad" in made["a01_enable_grad"]["evidence"]
+    assert "grad mode (torch.enable_grad" in made["a01_enable_grad"]["evidence"]
     assert "Tensor.backward" in made["a02_backward"]["evidence"]
     assert "torch.func.jacrev" in made["a03_func"]["evidence"]
     assert "torch.autograd.forward_ad.dual_level" in made["a04_forward_mode"]["evidence"]

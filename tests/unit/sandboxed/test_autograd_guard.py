@@ -147,6 +147,44 @@ def test_a_blocked_run_that_works_around_the_entry_points_is_stopped(route):
         assert result["stopped"] and result["events"][-1]["kind"] == "bypass", result
 
 
+def test_a_statement_timeout_inside_the_hook_does_not_unhook_it():
+    """SIGALRM ends a statement (runner.py) wherever it lands, the hook included: raised inside
+    the hook, it would make Python unhook it."""
+
+    class Timeout(BaseException):
+        pass
+
+    def body(guard):
+        import importlib
+        import signal
+        import time
+
+        import torch._functorch.apis as apis
+
+        def alarm(*_):
+            raise Timeout
+
+        signal.signal(signal.SIGALRM, alarm)
+        timeouts = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.0:
+            signal.setitimer(signal.ITIMER_REAL, 0.0005)
+            try:
+                for _ in range(1000):
+                    len([])  # a C call: an event for the hook, many times over
+            except Timeout:
+                timeouts += 1
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        importlib.reload(apis).grad(lambda x: (x * x).sum())(torch.ones(2))
+        return f"not stopped after {timeouts} timeouts"
+
+    result = in_child(ag.BLOCK, body)
+    # stopped by the bypass at the end, not by Python unhooking a hook that raised (which the
+    # audit hook would take for tampering: an honest slow statement must not end a run)
+    assert result["exit"] == ag.STOPPED and result["stopped"], result
+    assert [e["kind"] for e in result["events"]] == ["bypass"], result
+
+
 def test_a_blocked_run_cannot_unhook_the_guard_or_reach_under_it():
     def body(guard):
         import ctypes
