@@ -52,6 +52,7 @@ ENGINE = {
     "import_ir_module_from_buffer": "torch.jit.load",
     "start_new_thread": "a thread beside the watched one",  # its replacement never calls it
 }
+UNHOOK = {"setprofile": "sys.setprofile", "settrace": "sys.settrace"}
 # Python entry points a blocked run replaces, module by module.
 ENTRY_POINTS = {
     "torch.autograd": ("grad", "backward"),
@@ -73,10 +74,11 @@ ENTRY_POINTS = {
     "torch": ("compile",),
 }
 TENSOR_METHODS = ("backward", "register_hook", "register_post_accumulate_grad_hook")
-# Audited events a blocked run refuses; "stop" ones are never honest and end the run.
+# Audited events a blocked run refuses. Refusing sys.setprofile keeps the hook even where Python
+# itself would take it away (a hook that raised); a student's own call is a sign of tampering.
 REFUSED = {
-    "sys.setprofile": "stop",
-    "sys.settrace": "stop",
+    "sys.setprofile": "refuse",
+    "sys.settrace": "refuse",
     "ctypes.dlopen": "refuse",
     "ctypes.dlsym": "refuse",
     "ctypes.call_function": "refuse",
@@ -136,62 +138,68 @@ def install(mode: str, on_stop) -> Guard:
     guard, block, exit_now = Guard(), mode == BLOCK, _EXIT
     set_grad = torch._C._set_grad_enabled
 
-    def stop(kind: str, what: str) -> None:
+    def tell(kind: str, what: str) -> None:
         try:
-            guard.note(kind if block else "call", what)
-            if block:
-                on_stop(guard)
+            guard.note(kind, what)
         except BaseException:  # noqa: BLE001 - a hook must not raise: Python would unhook it
             pass
-        finally:
-            if block:
+
+    def stop(kind: str, what: str) -> None:
+        tell(kind if block else "call", what)
+        if block:
+            try:
+                on_stop(guard)
+            except BaseException:  # noqa: BLE001
+                pass
+            finally:
                 exit_now(STOPPED)
 
     set_grad(False)  # as the replay server left it: no graph is recorded
     if block:
         _replace_entry_points(guard)
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-    sys.setprofile(_profile_hook(stop, set_grad))
+    sys.setprofile(_profile_hook(stop, tell))
     if block:
         sys.addaudithook(_audit_hook(guard, stop))
         sys.getprofile = lambda: None  # the hook is reachable from nowhere else
     return guard
 
 
-def _profile_hook(stop, set_grad):
+def interrupted_in_guard(frame) -> bool:
+    """For SIGALRM's handler (runner.py): an exception raised in a hook would unhook it."""
+    return frame is not None and frame.f_code.co_filename == _HERE
+
+
+_HERE = __file__
+
+
+def _profile_hook(stop, tell):
     """Every call into a C function, every return: autograd's entry points by name, grad mode by
     state, and, at the end of each statement, whether any autograd graph was built since the
     last (the sequence number of autograd's nodes only grows, and only grad mode makes nodes):
     that catches even a chain of C calls that switches grad mode on and off between two events."""
     grad_on, names = torch._C.is_grad_enabled, dict(ENGINE)  # copies: edits of ENGINE change nothing
     rearm = signal.setitimer
-    leaf = torch.ones(1, requires_grad=True)
+    unhookers = (sys, threading)  # their setprofile / settrace; cProfile's Profiler.enable is audited alike
 
-    def graph_counter() -> int | None:
-        """None where no node can be made to read it (inference mode, a torch.func transform)."""
-        was = grad_on()  # a watched run may have switched it on: it stays as the student left it
-        set_grad(True)
-        try:
-            node = (leaf * 1).grad_fn
-        finally:
-            set_grad(was)
-        return node._sequence_nr() if node is not None else None
-
+    graph_counter = torch._C._autograd._get_sequence_nr  # read, not made: no op, no dispatch
     last = [graph_counter()]
 
     def check(frame, event, arg) -> None:
         if event == "c_call":
-            what = names.get(getattr(arg, "__name__", None))
+            name = getattr(arg, "__name__", None)
+            what = names.get(name)
             if what:
                 stop("bypass", what)
+            elif name in UNHOOK and getattr(arg, "__self__", None) in unhookers:
+                tell("tamper", UNHOOK[name])  # the audit hook refuses it
         if grad_on():
             stop("bypass", "grad mode switched on")
         if event == "return" and frame.f_code.co_name == "<module>":  # a statement ended
             now = graph_counter()
-            if now is not None:
-                if now != last[0] + 1:
-                    stop("bypass", "an autograd graph")
-                last[0] = now
+            if now != last[0]:
+                stop("bypass", "an autograd graph")
+            last[0] = now
 
     def hook(frame, event, arg):
         # A hook that raises is unhooked by Python: nothing may leave it. stop() exits by itself;

@@ -105,5 +105,10 @@ def apply_policy(
             if policy == "zero" and stopped and v.problem == "missing":  # not computed before the stop
                 _say(v, STOPPED)
         affected = [gid for gid, v in verdicts.items() if v.score < v.max_score]
-        flags.append(Flag("tampering", f"worked around the kit's autograd check: {worked_around}", affected))
+        how = (
+            "worked around the kit's autograd check"
+            if stopped
+            else "tried to switch off the kit's autograd check"
+        )
+        flags.append(Flag("tampering", f"{how}: {worked_around}", affected))
     return flags

@@ -98,7 +98,8 @@ def test_cheats_are_listed_for_tas(corpus_course):
     made = {
         e["students"][0]: e for e in signs if e["evidence"].startswith("right only when autograd could run")
     }
-    assert set(made) == {"a01_enable_grad", "a02_backward", "a03_func", "a04_forward_mode", "a05_decoded"}
+    made_by = {"a01_enable_grad", "a02_backward", "a03_func", "a04_forward_mode", "a05_decoded", "a07_unhook"}
+    assert set(made) == made_by
     for case in (c for c in CORPUS if c.sample.student in made):
         assert set(made[case.sample.student]["grade_ids"]) == case.zeros, case.sample.student
     assert "grad mode (torch.enable_grad" in made["a01_enable_grad"]["evidence"]
@@ -106,7 +107,9 @@ def test_cheats_are_listed_for_tas(corpus_course):
     assert "torch.func.jacrev" in made["a03_func"]["evidence"]
     assert "torch.autograd.forward_ad.dual_level" in made["a04_forward_mode"]["evidence"]
     assert kinds("a06_reload", "worked around the kit's autograd check") == {"tampering"}
-    assert kinds("a07_unhook", "sys.setprofile") == {"tampering"}
+    assert kinds("a07_unhook", "tried to switch off the kit's autograd check: sys.setprofile") == {
+        "tampering"
+    }
     assert not [e for e in listed if "a08_checks_with_autograd" in e["students"]]
 
 

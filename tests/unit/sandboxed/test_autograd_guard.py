@@ -151,9 +151,6 @@ def test_a_statement_timeout_inside_the_hook_does_not_unhook_it():
     """SIGALRM ends a statement (runner.py) wherever it lands, the hook included: raised inside
     the hook, it would make Python unhook it."""
 
-    class Timeout(BaseException):
-        pass
-
     def body(guard):
         import importlib
         import signal
@@ -161,20 +158,20 @@ def test_a_statement_timeout_inside_the_hook_does_not_unhook_it():
 
         import torch._functorch.apis as apis
 
-        def alarm(*_):
-            raise Timeout
+        from grader.sandboxed.runner import Runner, StatementTimeout
 
-        signal.signal(signal.SIGALRM, alarm)
+        signal.signal(signal.SIGALRM, Runner({}, {}).on_alarm)
         timeouts = 0
         t0 = time.monotonic()
         while time.monotonic() - t0 < 1.0:
-            signal.setitimer(signal.ITIMER_REAL, 0.0005)
-            try:
+            try:  # one timer at a time, and none left outside the try
+                signal.setitimer(signal.ITIMER_REAL, 0.0005)
                 for _ in range(1000):
                     len([])  # a C call: an event for the hook, many times over
-            except Timeout:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            except StatementTimeout:
                 timeouts += 1
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        assert timeouts > 10, timeouts
         importlib.reload(apis).grad(lambda x: (x * x).sum())(torch.ones(2))
         return f"not stopped after {timeouts} timeouts"
 
@@ -182,7 +179,7 @@ def test_a_statement_timeout_inside_the_hook_does_not_unhook_it():
     # stopped by the bypass at the end, not by Python unhooking a hook that raised (which the
     # audit hook would take for tampering: an honest slow statement must not end a run)
     assert result["exit"] == ag.STOPPED and result["stopped"], result
-    assert [e["kind"] for e in result["events"]] == ["bypass"], result
+    assert result["events"][-1]["kind"] == "bypass" and "tamper" not in str(result["events"]), result
 
 
 def test_a_blocked_run_cannot_unhook_the_guard_or_reach_under_it():
@@ -205,14 +202,31 @@ def test_a_blocked_run_cannot_unhook_the_guard_or_reach_under_it():
                 out[name] = str(e)
         import sys
 
-        sys.setprofile(None)  # stops the run
+        for name, fn in {
+            "setprofile": lambda: sys.setprofile(None),
+            "settrace": lambda: sys.settrace(print),
+        }.items():
+            try:
+                out[name] = str(fn())
+            except ag.AutogradUnavailable as e:
+                out[name] = str(e)
+        import importlib
+
+        import torch._functorch.apis as apis
+
+        importlib.reload(apis).grad(lambda x: (x * x).sum())(torch.ones(2))  # still watched: stopped
         return out
 
     result = in_child(ag.BLOCK, body)
     assert result["stopped"]
     kinds = [(e["kind"], e["what"]) for e in result["events"]]
     assert ("refused", "ctypes.dlopen") in kinds and ("refused", "gc.get_objects") in kinds
-    assert ("refused", "open") in kinds and kinds[-1] == ("tamper", "sys.setprofile")
+    assert (
+        ("refused", "open") in kinds
+        and ("tamper", "sys.setprofile") in kinds
+        and ("tamper", "sys.settrace") in kinds
+    )
+    assert kinds[-1] == ("bypass", "torch.func's grad transform")
     assert ("refused", "a thread (the replay runs on one)") in kinds and ("refused", "os.fork") in kinds
 
 
