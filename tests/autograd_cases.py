@@ -4,7 +4,10 @@ autograd used only to check one's work, in a cell of one's own, costs nothing.""
 
 from __future__ import annotations
 
+from grader.course.submissions import Sample
 from grader.exercise import spec
+
+from answers import VECTORISED_EX1
 
 EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
 TARGETS = [g.target for g in EX1]
@@ -72,9 +75,7 @@ torch.set_grad_enabled(False)
 
 
 def honest_except(names: list[str]) -> str:
-    """The vectorised honest answer (tests/corpus.py) without the lines that assign `names`."""
-    from corpus import VECTORISED_EX1
-
+    """The vectorised honest answer without the lines that assign `names`."""
     return "\n".join(l for l in VECTORISED_EX1.split("\n") if l.split(" = ")[0] not in names)
 
 
@@ -166,72 +167,58 @@ COMMENTED_EX1 = (
 )
 
 
-def cases():
-    from grader.course.submissions import Sample
+ALL_EX1 = {g.grade_id for g in EX1}
+EVERYTHING = {g.grade_id for g in spec.GRADED}
+MADE, STOPPED = "computed with autograd", "worked around the kit's autograd check"
 
-    from corpus import Case
 
-    every = {g.grade_id for g in EX1}
-    ids = lambda names: {g.grade_id for g in EX1 if g.name in names}  # noqa: E731
-    everything = {g.grade_id for g in spec.GRADED}
-    made, stopped = "computed with autograd", "worked around the kit's autograd check"
-    table = [  # student, what it does, its exercise-1 answer, what gets 0, (grade id, hint)
-        (
-            "a01_enable_grad",
-            "enable_grad and autograd.grad by built names",
-            ENABLE_GRAD,
-            every,
-            ("ex1_db1", made),
-        ),
-        (
-            "a02_backward",
-            "grad mode via torch._C, .backward(), retain_grad, a hook",
-            BACKWARD,
-            every,
-            ("ex1_dh", made),
-        ),
-        (
-            "a03_func",
-            "torch.func grad, vjp, jacrev; autograd.functional",
-            FUNC,
-            ids(FUNC_NAMES),
-            ("ex1_dbnbias", made),
-        ),
-        ("a04_forward_mode", "jacfwd, jvp and forward_ad", FORWARD_AD, ids(FORWARD_NAMES), ("ex1_db2", made)),
-        (
-            "a05_decoded",
-            "autograd behind base64, compile, pickle, marshal",
-            DECODED,
-            ids(DECODED_NAMES),
-            ("ex1_dW2", made),
-        ),
-        (
-            "a06_reload",
-            "around the check: torch.func from a reloaded module",
-            RELOAD,
-            everything,
-            ("ex1_dW2", stopped),
-        ),
-        (
-            "a07_unhook",
-            "sys.setprofile(None) and ctypes, refused",
-            UNHOOK,
-            ids(["dW2"]),
-            ("ex1_dW2", made),
-        ),
-    ]
-    return [
-        Case(
-            Sample(student, f"autograd: {what}", replace={"ex1_solution": answer}), zeros, dict([hint]), True
-        )
-        for student, what, answer, zeros, hint in table
-    ] + [
-        Case(
-            Sample(
-                "a08_checks_with_autograd",
-                "honest: autograd in a checking cell, no_grad and comments",
-                replace={"ex1_solution": COMMENTED_EX1 + honest_except([])},
-                added=[("ex1_solution", CHECK_CELL)],
-            )
-        )
-    ]
+def ids(names: list[str]) -> set[str]:
+    return {g.grade_id for g in EX1 if g.name in names}
+
+
+# student, what it does, its exercise-1 answer, what gets 0, (a grade id, its hint)
+AUTOGRAD_CASES = [
+    (
+        "a01_enable_grad",
+        "enable_grad and autograd.grad by built names",
+        ENABLE_GRAD,
+        ALL_EX1,
+        ("ex1_db1", MADE),
+    ),
+    (
+        "a02_backward",
+        "grad mode via torch._C, .backward(), retain_grad, a hook",
+        BACKWARD,
+        ALL_EX1,
+        ("ex1_dh", MADE),
+    ),
+    (
+        "a03_func",
+        "torch.func grad, vjp, jacrev; autograd.functional",
+        FUNC,
+        ids(FUNC_NAMES),
+        ("ex1_dbnbias", MADE),
+    ),
+    ("a04_forward_mode", "jacfwd, jvp and forward_ad", FORWARD_AD, ids(FORWARD_NAMES), ("ex1_db2", MADE)),
+    (
+        "a05_decoded",
+        "autograd behind base64, compile, pickle, marshal",
+        DECODED,
+        ids(DECODED_NAMES),
+        ("ex1_dW2", MADE),
+    ),
+    (
+        "a06_reload",
+        "around the check: torch.func from a reloaded module",
+        RELOAD,
+        EVERYTHING,
+        ("ex1_dW2", STOPPED),
+    ),
+    ("a07_unhook", "sys.setprofile(None) and ctypes, refused", UNHOOK, ids(["dW2"]), ("ex1_dW2", MADE)),
+]
+HONEST_CHECKS = Sample(
+    "a08_checks_with_autograd",
+    "honest: autograd in a checking cell, no_grad and comments",
+    replace={"ex1_solution": COMMENTED_EX1 + honest_except([])},
+    added=[("ex1_solution", CHECK_CELL)],
+)

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from grader.course.submissions import Sample
 from grader.exercise import spec
 
+from answers import VECTORISED_EX1, VECTORISED_EX4
+from autograd_cases import AUTOGRAD_CASES, HONEST_CHECKS
+
 EX1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
 
 
@@ -19,54 +22,6 @@ class Case:
     suspicious: bool = False
     carried: set[str] = field(default_factory=set)  # credited for a right rule fed a wrong input
 
-
-VECTORISED_EX1 = """
-dlogprobs = torch.zeros_like(logprobs)
-dlogprobs[range(n), Yb] = -1.0/n
-dprobs = dlogprobs / probs
-dcounts_sum_inv = (counts * dprobs).sum(1, keepdim=True)
-dcounts_sum = -counts_sum**-2 * dcounts_sum_inv
-dcounts = counts_sum_inv * dprobs + dcounts_sum  # both branches at once, by broadcasting
-dnorm_logits = counts * dcounts
-dlogit_maxes = -dnorm_logits.sum(1, keepdim=True)
-route = torch.zeros_like(logits).scatter_(1, logits.argmax(1, keepdim=True), 1.0)
-dlogits = dnorm_logits + route * dlogit_maxes
-dh = dlogits @ W2.T
-dW2 = h.T @ dlogits
-db2 = dlogits.sum(0)
-dhpreact = (1 - h**2) * dh
-dbngain = (bnraw * dhpreact).sum(0, keepdim=True)
-dbnbias = dhpreact.sum(0, keepdim=True)
-dbnraw = bngain * dhpreact
-dbnvar_inv = (bndiff * dbnraw).sum(0, keepdim=True)
-dbnvar = -0.5 * (bnvar + 1e-5)**-1.5 * dbnvar_inv
-dbndiff2 = torch.ones_like(bndiff2) * dbnvar / (batch_size - 1)
-dbndiff = bnvar_inv * dbnraw + 2 * bndiff * dbndiff2
-dbnmeani = -dbndiff.sum(0, keepdim=True)
-dhprebn = dbndiff + dbnmeani / batch_size
-dembcat = dhprebn @ W1.T
-dW1 = embcat.T @ dhprebn
-db1 = dhprebn.sum(0)
-demb = dembcat.view(-1, block_size, n_embd)
-dC = torch.zeros_like(C).index_add_(0, Xb.flatten(), demb.view(-1, n_embd))
-"""
-
-VECTORISED_EX4 = """
-dlogits = F.softmax(logits, 1)
-dlogits[range(n), Yb] -= 1
-dlogits /= n
-dh = dlogits @ W2.T
-dW2 = h.T @ dlogits
-db2 = dlogits.sum(0)
-dhpreact = (1.0 - h**2) * dh
-dbngain = (bnraw * dhpreact).sum(0, keepdim=True)
-dbnbias = dhpreact.sum(0, keepdim=True)
-dhprebn = bngain*bnvar_inv/n * (n*dhpreact - dhpreact.sum(0) - n/(n-1)*bnraw*(dhpreact*bnraw).sum(0))
-dembcat = dhprebn @ W1.T
-dW1 = embcat.T @ dhprebn
-db1 = dhprebn.sum(0)
-dC = torch.zeros_like(C).index_add_(0, Xb.view(-1), dembcat.view(-1, C.shape[1]))
-"""
 
 # A second correct style: one-hot matmuls, torch.* spellings, constants of the student's own.
 OWN_CONSTANTS = "# my shorthands\nN = batch_size\nEPS = 1e-5\nV = vocab_size"
@@ -370,13 +325,11 @@ CORPUS = [
 ]
 
 
-def _autograd_cases() -> list[Case]:
-    import autograd_cases  # it builds on this module's answers
-
-    return autograd_cases.cases()
-
-
-CORPUS += _autograd_cases()  # every route to autograd, and autograd used honestly
+# every route to autograd (exact scores, the hint, listed), and autograd used honestly
+CORPUS += [
+    Case(Sample(student, f"autograd: {what}", replace={"ex1_solution": answer}), zeros, dict([hint]), True)
+    for student, what, answer, zeros, hint in AUTOGRAD_CASES
+] + [Case(HONEST_CHECKS)]
 
 # What each demo student loses, worked out by hand: each gradient is judged on its own
 # rule (a right rule that received a wrong upstream gradient keeps its points).

@@ -111,10 +111,17 @@ class ReplayServer:
             raise RuntimeError(f"the replay server did not start: {ready}")
 
     def replay(
-        self, workdir: Path, *, run: str, names_txt: Path, timeout: float, autograd: str = "block"
+        self,
+        workdir: Path,
+        *,
+        run: str,
+        names_txt: Path,
+        timeout: float,
+        autograd: str = "block",
+        statement_seconds: float | None = None,
     ) -> tuple[str, bytes | None]:
         """(status, the run's result frame or None). `autograd`: "block" or "watch"
-        (grader/sandboxed/autograd_guard.py)."""
+        (grader/sandboxed/autograd_guard.py); `statement_seconds`: this run's, if not the plan's."""
         if self.proc is not None and (self.proc.poll() is not None or self._stray_bytes()):
             self.close()  # died, or said something nobody asked for
         if self.proc is None:
@@ -122,7 +129,7 @@ class ReplayServer:
         nonce = secrets.token_hex(16)
         try:
             request = {"workdir": str(workdir), "run": run, "timeout": timeout, "nonce": nonce}
-            self._send(dict(request, autograd=autograd))
+            self._send(dict(request, autograd=autograd, statement_seconds=statement_seconds))
             return self._answer(nonce, time.monotonic() + timeout + 30.0)
         except (OSError, ValueError, TimeoutError, ProtocolError) as e:
             self.close()  # a submission that takes the server down costs only itself

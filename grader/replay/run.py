@@ -87,13 +87,18 @@ def run_replay(
         t0 = time.perf_counter()
         timeout = settings.run_timeout
 
-        def one(run: str, autograd: str) -> RunResult:
+        def one(run: str, autograd: str, statement_seconds: float | None = None) -> RunResult:
             nonlocal timeout
             if time.perf_counter() - t0 > settings.total_timeout:
                 return RunResult(f"not run: the submission's {settings.total_timeout:g} s were used up")
             torch.save(with_correct_inputs(run, fresh.grads), work / "inject.pt")
             status, frame = server.replay(
-                work, run=run, names_txt=names_txt, timeout=timeout, autograd=autograd
+                work,
+                run=run,
+                names_txt=names_txt,
+                timeout=timeout,
+                autograd=autograd,
+                statement_seconds=statement_seconds,
             )
             if status.startswith("timed out"):
                 timeout = min(timeout, 5.0)  # a looping answer loops in every run: cap the rest
@@ -103,7 +108,9 @@ def run_replay(
         for run in _runs_that_matter(runs[AS_SUBMITTED], fresh):
             runs[run] = one(run, mode)
         reached = runs[AS_SUBMITTED].meta.get("autograd")
-        counterpart = one(AS_SUBMITTED, WATCH if mode == BLOCK else BLOCK) if reached else None
+        # only to explain: torch.func's first use imports torch._dynamo, seconds under the hook
+        slow = 3 * settings.statement_seconds
+        counterpart = one(AS_SUBMITTED, WATCH if mode == BLOCK else BLOCK, slow) if reached else None
         (work / "inject.pt").unlink(missing_ok=True)
         runs.update({name: RunResult("skipped") for name in run_order() if name not in runs})
         # a run stopped for working around the autograd check is the student's doing: a flag

@@ -65,11 +65,13 @@ def replay_run(
     channel: int,
     warm: tuple[list, dict] | None = None,
     autograd: str = autograd_guard.BLOCK,
+    statement_seconds: float | None = None,
 ) -> None:
     """One run of one submission, in this (freshly forked, isolated) process: the setup cells
     from where the warm server left off, then the run, autograd blocked or watched
     (autograd_guard.py). Results go to `channel`."""
     runner = Runner(plan, inputs, checkpoint=lambda record, tensors: _write(channel, record, tensors))
+    runner.statement_seconds = statement_seconds or runner.statement_seconds
     signal.signal(signal.SIGALRM, runner.on_alarm)
     t0 = time.perf_counter()
 
@@ -120,7 +122,9 @@ def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
             mode = (
                 autograd_guard.WATCH if req.get("autograd") == autograd_guard.WATCH else autograd_guard.BLOCK
             )
-            replay_run(plan, inputs, req["run"], channel, warm, mode)
+            seconds = req.get("statement_seconds")
+            seconds = float(seconds) if type(seconds) in (int, float) and 0 < seconds < 3600 else None
+            replay_run(plan, inputs, req["run"], channel, warm, mode, seconds)
         except BaseException:  # noqa: BLE001
             code = 1
         finally:
