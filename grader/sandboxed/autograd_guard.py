@@ -53,6 +53,16 @@ ENGINE = {
     "start_new_thread": "a thread beside the watched one",  # its replacement never calls it
 }
 UNHOOK = {"setprofile": "sys.setprofile", "settrace": "sys.settrace"}
+# C functions that start a derivative, replaced wherever torch keeps a reference (torch's own
+# modules import some under other names): called from C (itertools.starmap), a kept original
+# would be out of the profile hook's sight. Reverse mode needs no such list: any graph at all
+# is seen by the node counter.
+HELD = {
+    ("torch._C", "_enter_dual_level"): "forward-mode AD",
+    ("torch._C._functorch", "_grad_increment_nesting"): "torch.func's grad transform",
+    ("torch._C._functorch", "_jvp_increment_nesting"): "torch.func's jvp transform",
+}
+_held_at: list[tuple[str, str, str]] = []  # (module, attribute, what): found once, by preload()
 # Python entry points a blocked run replaces, module by module.
 ENTRY_POINTS = {
     "torch.autograd": ("grad", "backward"),
@@ -233,13 +243,26 @@ def _audit_hook(guard: Guard, stop):
     return hook
 
 
-def preload() -> None:
-    """The modules whose entry points a blocked run replaces: imported once, by the warm server."""
+def preload() -> list[tuple[str, str, str]]:
+    """Once, in the warm server: the modules whose entry points a blocked run replaces, and
+    every place in torch's modules that holds one of the HELD functions (about 20 ms)."""
     for module_name in ENTRY_POINTS:
         importlib.import_module(module_name)
+    originals = {id(getattr(sys.modules[m], a)): what for (m, a), what in HELD.items()}
+    _held_at[:] = [
+        (name, attr, originals[id(value)])
+        for name, module in list(sys.modules.items())
+        if name.split(".")[0] in ("torch", "functorch")
+        and isinstance(getattr(module, "__dict__", None), dict)
+        for attr, value in list(vars(module).items())
+        if id(value) in originals
+    ]
+    return _held_at
 
 
 def _replace_entry_points(guard: Guard) -> None:
+    for module_name, attr, what in _held_at or preload():
+        setattr(sys.modules[module_name], attr, _refuser(guard, what))
     for module_name, names in ENTRY_POINTS.items():
         module = importlib.import_module(module_name)
         for name in names:

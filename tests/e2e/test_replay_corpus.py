@@ -106,7 +106,7 @@ def test_cheats_are_listed_for_tas(corpus_course):
     assert "Tensor.backward" in made["a02_backward"]["evidence"]
     assert "torch.func.jacrev" in made["a03_func"]["evidence"]
     assert "torch.autograd.forward_ad.dual_level" in made["a04_forward_mode"]["evidence"]
-    assert kinds("a06_reload", "worked around the kit's autograd check") == {"tampering"}
+    assert kinds("a06_kept_original", "worked around the kit's autograd check") == {"tampering"}
     assert kinds("a07_unhook", "tried to switch off the kit's autograd check: sys.setprofile") == {
         "tampering"
     }
