@@ -6,19 +6,20 @@ the replay (grader/replay/run.py): what does the notebook compute when autograd 
 can ("watch")? A gradient that is right only in the second is autograd's, not the student's.
 
 What "cannot run" rests on, from the easiest to undo to the hardest:
-- the documented entry points (torch.autograd.grad and backward, Tensor.backward,
+- the documented entry points (torch.autograd.grad and backward, Tensor.backward and hooks,
   torch.func / functorch, torch.autograd.functional, forward_ad, TorchScript and compile, grad
-  mode switched on) are replaced by functions that say so and raise AutogradUnavailable;
-- a profile hook sees every call to a C function, however it was reached (an alias, importlib,
-  a reloaded module, a reference kept inside torch, exec of a decoded string): one of the
-  engine's own entry points called, or grad mode found on, means the replacements were worked
-  around. In a blocked run that stops the run at once: nothing it computes from then on counts;
+  mode switched on) are replaced by functions that say so and raise AutogradUnavailable, and so
+  is every other reference torch keeps to what starts a derivative (HELD);
+- a profile hook sees every call to a C function however it was reached (an alias, importlib,
+  a reloaded module, exec of a decoded string), and at the end of each statement reads
+  autograd's node counter: an engine entry point called, grad mode found on, or any graph
+  built means the replacements were worked around. A blocked run stops there at once;
 - an audit hook, which no Python code can remove, refuses what could remove the profile hook
   or reach under it: sys.setprofile / settrace (cProfile too), ctypes, the garbage collector's
-  object lists, /proc (the process's own memory);
-- no thread or process can start (refused by the audit hook, and RLIMIT_NPROC 0 for the
-  sandbox's user): all the run's work happens on the one thread the hook watches. The guard is
-  installed before the run's first cell, so a cell added above the answers is watched too.
+  object lists, /proc (the process's own memory), and new processes;
+- no thread can start (replaced, and RLIMIT_NPROC 0 for the sandbox's user): all the run's work
+  happens on the one thread the hook watches. The guard is installed before the run's first
+  cell, so a cell added above the answers is watched too.
 """
 
 from __future__ import annotations
