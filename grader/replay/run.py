@@ -16,7 +16,7 @@ import torch
 
 from ..exercise.verdict import compare_gradient
 from ..reference.inputs import FreshInputs
-from ..sandboxed.autograd_guard import BLOCK, STOPPED_STATUS, WATCH
+from ..sandboxed.autograd_guard import BLOCK, OPEN, STOPPED_STATUS, WATCH
 from ..sandboxed.record import ReplayPlan
 from ..settings import JudgeSettings
 from . import results
@@ -27,8 +27,8 @@ from .results import RunResult
 
 @dataclass
 class ReplayOutput:
-    """`runs` decide the grades, all in `mode`; `counterpart` is the notebook as submitted in
-    the other mode, run only where the student's code reached for autograd."""
+    """`runs` decide the grades, all in `mode` (blocked, or open under the "flag" policy);
+    `counterpart` is the notebook as submitted the other way (watched, or blocked)."""
 
     runs: dict[str, RunResult]
     seconds: float
@@ -74,10 +74,10 @@ def run_replay(
     """The notebook as submitted first; then, one request at a time and in run_order(), only
     the runs that can change a grade (a gradient that failed as submitted is judged on its own
     rule; exercise 3 always). Each run's result is read before the next run starts. Every run
-    has autograd blocked ("zero", the default policy) or watched ("flag"); where the notebook
-    reached for autograd, it runs once more in the other mode, so the judge can tell which
-    gradients autograd made."""
-    mode = BLOCK if settings.autograd_policy == "zero" else WATCH
+    has autograd blocked ("zero", the default policy) or open ("flag"); the notebook as submitted
+    runs once more the other way (under "zero" only where it reached for autograd), so the
+    judge can tell which gradients autograd made."""
+    mode = BLOCK if settings.autograd_policy == "zero" else OPEN
     work = Path(tempfile.mkdtemp(prefix="replay-", dir=exchange_root()))
     try:
         os.chmod(work, 0o755)
@@ -107,10 +107,14 @@ def run_replay(
         runs = {AS_SUBMITTED: one(AS_SUBMITTED, mode)}
         for run in _runs_that_matter(runs[AS_SUBMITTED], fresh):
             runs[run] = one(run, mode)
-        reached = runs[AS_SUBMITTED].meta.get("autograd")
-        # only to explain: torch.func's first use imports torch._dynamo, seconds under the hook
-        slow = 3 * settings.statement_seconds
-        counterpart = one(AS_SUBMITTED, WATCH if mode == BLOCK else BLOCK, slow) if reached else None
+        # "zero": a watched run where the notebook reached for autograd, only to explain (3x the
+        # statement limit: torch.func's first use imports torch._dynamo, seconds under the hook);
+        # "flag": graded as if autograd were allowed, and always a blocked run to compare with
+        if mode == BLOCK:
+            reached = runs[AS_SUBMITTED].meta.get("autograd")
+            counterpart = one(AS_SUBMITTED, WATCH, 3 * settings.statement_seconds) if reached else None
+        else:
+            counterpart = one(AS_SUBMITTED, BLOCK)
         (work / "inject.pt").unlink(missing_ok=True)
         runs.update({name: RunResult("skipped") for name in run_order() if name not in runs})
         # a run stopped for working around the autograd check is the student's doing: a flag

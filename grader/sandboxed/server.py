@@ -81,7 +81,7 @@ def replay_run(
         _real_exit(autograd_guard.STOPPED)
 
     # before the first cell of the run: a cell the student added above the answers is watched too
-    runner.guard = autograd_guard.install(autograd, stop)
+    runner.guard = autograd_guard.install(autograd, stop) if autograd != autograd_guard.OPEN else None
     prefix = warm[0] if warm else []
     if warm and plan["cells"][: len(prefix)] == prefix:
         ns = runner.setup(dict(warm[1]), start=len(prefix))
@@ -89,7 +89,7 @@ def replay_run(
         ns = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
     record, tensors = runner.run(ns, run)
     record["errors"] = runner.errors
-    record["autograd"] = runner.guard.events
+    record["autograd"] = runner.guard.events if runner.guard else []
     record["seconds"] = time.perf_counter() - t0
     _write(channel, record, tensors)
 
@@ -120,7 +120,9 @@ def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
             os.register_at_fork(after_in_child=_forked_by_the_student)
             os._exit = _student_exit
             mode = (
-                autograd_guard.WATCH if req.get("autograd") == autograd_guard.WATCH else autograd_guard.BLOCK
+                req["autograd"]
+                if req.get("autograd") in (autograd_guard.WATCH, autograd_guard.OPEN)
+                else autograd_guard.BLOCK
             )
             seconds = req.get("statement_seconds")
             seconds = float(seconds) if type(seconds) in (int, float) and 0 < seconds < 3600 else None

@@ -110,7 +110,8 @@ def test_cheats_are_listed_for_tas(corpus_course):
     assert kinds("a07_unhook", "tried to switch off the kit's autograd check: sys.setprofile") == {
         "tampering"
     }
-    assert not [e for e in listed if "a08_checks_with_autograd" in e["students"]]
+    assert not [e for e in signs if "a08_checks_with_autograd" in e["students"]]  # its vectorised
+    # answer is s02's, though: similarity.py lists the two as a pair
 
 
 def test_kernel_scores_are_not_trusted(corpus_course):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from grader.exercise import spec
 from grader.replay.results import RunResult
 from grader.replay.run import ReplayOutput
-from grader.sandboxed.autograd_guard import BLOCK, STOPPED_STATUS, WATCH
+from grader.sandboxed.autograd_guard import BLOCK, OPEN, STOPPED_STATUS
 from grader.settings import JudgeSettings
 from grader.verdicts import judge
 from grader.verdicts.autograd import NO_CREDIT, STOPPED, apply_policy, evidence, made_by_autograd
@@ -51,7 +51,7 @@ def test_under_flag_the_grade_follows_autograd_and_the_gradient_is_listed(fresh)
     runs = honest_runs(fresh)
     blocked = _without(runs["main"], KEY, events=[CALL])
     runs["main"] = _without(runs["main"], events=[CALL])
-    out = ReplayOutput(runs, 1.0, mode=WATCH, counterpart=blocked)
+    out = ReplayOutput(runs, 1.0, mode=OPEN, counterpart=blocked)
     verdicts, flags = _graded(fresh, out, "flag")
     assert verdicts["ex1_dW1"].score == 1
     assert [(f.kind, f.grade_ids) for f in flags] == [("autograd", ["ex1_dW1"])]
@@ -62,7 +62,7 @@ def test_autograd_that_changed_no_gradient_costs_nothing(fresh):
     runs = honest_runs(fresh)
     watched = _without(runs["main"], events=[CALL])
     runs["main"] = _without(runs["main"], events=[CALL])
-    for policy, mode in (("zero", BLOCK), ("flag", WATCH)):
+    for policy, mode in (("zero", BLOCK), ("flag", OPEN)):
         out = ReplayOutput(dict(runs), 1.0, mode=mode, counterpart=watched)
         verdicts, flags = _graded(fresh, out, policy)
         assert sum(v.score for v in verdicts.values()) == spec.total_points() and flags == []
