@@ -70,25 +70,28 @@ def private_mounts() -> None:
     _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
 
 
-def mount_tmpfs(target: str | bytes, size_mb: int, mode: int = 0o1777) -> None:
+def mount_tmpfs(target: str | bytes, size_mb: int, mode: int = 0o1777, *, noexec: bool = False) -> None:
     path = os.fsencode(target)
     opts = f"size={size_mb}m,mode={mode:o}".encode()
-    _check(_libc.mount(b"tmpfs", path, b"tmpfs", MS_NOSUID | MS_NODEV, opts), f"mount {path!r}")
+    flags = MS_NOSUID | MS_NODEV | (MS_NOEXEC if noexec else 0)
+    _check(_libc.mount(b"tmpfs", path, b"tmpfs", flags, opts), f"mount {path!r}")
 
 
 def bind(source: str, target: str) -> None:
     _check(_libc.mount(os.fsencode(source), os.fsencode(target), None, MS_BIND, None), f"bind {target}")
 
 
-def private_scratch(tmp_mb: int, more_mounts=None, *, fresh_tmp: bool = True) -> None:
+def private_scratch(tmp_mb: int, more_mounts=None, *, fresh_tmp: bool = True, noexec: bool = False) -> None:
     """In the run (PID 1 of its namespace): private, bounded /tmp and /dev/shm (and what
     `more_mounts()` adds); then no capabilities left, so these mounts stay where they are.
     `fresh_tmp=False` keeps the sandbox's /tmp (the caller empties it), for a process that
-    still imports from what the sandbox binds under /tmp (a kit or virtualenv kept there)."""
+    still imports from what the sandbox binds under /tmp (a kit or virtualenv kept there).
+    `noexec`: nothing written there can be mapped executable, so a run cannot load native code
+    of its own (a .so written from a base64 string), which would be out of every Python check."""
     private_mounts()
     for target in (b"/tmp", b"/dev/shm") if fresh_tmp else (b"/dev/shm",):
         if os.path.isdir(target):
-            mount_tmpfs(target, tmp_mb)
+            mount_tmpfs(target, tmp_mb, noexec=noexec)
     if more_mounts:
         more_mounts()
     # a /proc of its own namespace, where the kernel allows it (not under bubblewrap's /proc,

@@ -112,7 +112,7 @@ def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
             # the trusted names.txt; it stays reachable as the current folder under the new /tmp
             os.chdir(plan["data_dir"])
             if isolated:
-                isolation.private_scratch(int(plan["run_tmp_mb"]))
+                isolation.private_scratch(int(plan["run_tmp_mb"]), noexec=True)
             isolation.close_other_fds({channel})
             sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the run's lifetime
             global _RUNNER_PID

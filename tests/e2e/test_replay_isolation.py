@@ -50,6 +50,22 @@ def grade(request, notebooks, names_txt):
     return grade
 
 
+NATIVE = """import _json, importlib.util, os, shutil
+os.makedirs('/tmp/native', exist_ok=True)
+shutil.copy(_json.__file__, '/tmp/native/_json.so')
+_spec = importlib.util.spec_from_file_location('_json', '/tmp/native/_json.so')
+if importlib.util.module_from_spec(_spec):  # one statement: n changes only if the load worked
+    n = n + 1  # exercises 2 and 3 would fail
+"""
+
+
+def test_a_run_cannot_load_native_code_it_wrote(grade):
+    """A .so written by the run (here a copy of one of Python's own) cannot be mapped: native
+    code would be out of reach of every check the replay makes in Python."""
+    score, record = grade("native", NATIVE)
+    assert score == FULL, record.verdicts["ex1_dW1"].lines
+
+
 def _alive(mark: str) -> list[str]:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
