@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -136,12 +137,60 @@ def shown_cells(path: Path) -> list:
     return out
 
 
+def copy_course(src: Path, dest: Path) -> Path:
+    """A copy of the course folder `src` at `dest`: the course's nbgrader_config.py names its
+    own folder (c.CourseDirectory.root, the gradebook), so the copy is a course of its own."""
+    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    return dest
+
+
 @pytest.fixture(scope="session")
-def released_course(tmp_path_factory, names_txt) -> Path:
-    """A course with a freshly generated release."""
-    course = make_course(tmp_path_factory.mktemp("course"), names_txt)
+def _release_template(tmp_path_factory, names_txt) -> Path:
+    """make_course and `nbgrader generate_assignment`, once for the session, in a folder no
+    test is given: `new_course` hands out copies."""
+    course = make_course(tmp_path_factory.mktemp("release_template"), names_txt)
     nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
     return course
+
+
+@pytest.fixture(scope="session")
+def new_course(_release_template):
+    """`new_course(dest)`: a fresh course at `dest` with the release generated, as
+    make_course and `nbgrader generate_assignment` leave it (source/, release/, the gradebook
+    with the assignment), copied rather than generated again in every module (~12 s each)."""
+    return lambda dest: copy_course(_release_template, dest)
+
+
+@pytest.fixture(scope="session")
+def released_course(tmp_path_factory, new_course) -> Path:
+    """A course with a freshly generated release."""
+    return new_course(tmp_path_factory.mktemp("course"))
+
+
+@dataclass(frozen=True)
+class GradedDemo:
+    course: Path
+    report_stdout: str  # what `python -m grader.report` printed
+
+
+@pytest.fixture(scope="session")
+def graded_demo(tmp_path_factory, new_course) -> GradedDemo:
+    """The demo class graded once for the session by plain nbgrader with the repo's config
+    (warm kernels): `nbgrader autograde`, `nbgrader generate_feedback`, then `python -m
+    grader.report` (the class report, the CSV exports). Never written to: each module that
+    uses it takes its own copy (copy_course) of `.course`."""
+    from grader.course.samples import DEMO
+    from grader.course.submissions import write_submissions
+
+    course = new_course(tmp_path_factory.mktemp("graded_demo"))
+    write_submissions(DEMO, course=course)
+    nbgrader(course, "autograde", "backprop_ninja", "--force")
+    nbgrader(course, "generate_feedback", "backprop_ninja", "--force")
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.report", str(course)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return GradedDemo(course, done.stdout)
 
 
 # ---------------------------------------------------------------- the lecture's data and a judge's inputs

@@ -17,7 +17,6 @@ from grader.course.submissions import write_submissions
 from grader.course.workers import graded_in_gradebook
 from grader.exercise import spec
 
-from conftest import make_course, nbgrader
 from corpus import EXPECTED_ZEROS
 
 
@@ -35,9 +34,8 @@ def _nbgrader_processes(course) -> list[int]:
     return found
 
 
-def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, names_txt):
-    course = make_course(tmp_path / "course", names_txt)
-    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, new_course):
+    course = new_course(tmp_path / "course")
     # three copies of the demo class: warm kernels grade five so fast that, on a loaded machine,
     # the whole class could be done before the interrupt lands
     samples = [replace(s, student=f"{s.student}{k}") for k in (1, 2, 3) for s in DEMO]

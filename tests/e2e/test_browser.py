@@ -9,14 +9,12 @@
    feedback) the gradients at the top.
 
 Each test leaves a screenshot in reports/screenshots/. The demo class is graded once for
-the module, and each Jupyter server is started once for the module."""
+the session (conftest's graded_demo), and each Jupyter server is started once for the module."""
 
 from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import browser as web
@@ -24,11 +22,11 @@ import nbformat
 import pytest
 
 from grader.course.samples import DEMO
-from grader.course.submissions import fill, reference_answers, write_submissions
+from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
 from grader.exercise.cells import nbgrader_meta
 
-from conftest import ROOT, make_course, nbgrader
+from conftest import ROOT, copy_course
 from corpus import EXPECTED_ZEROS
 
 pytestmark = pytest.mark.skipif(bool(web.chromium_missing()), reason=str(web.chromium_missing()))
@@ -163,18 +161,11 @@ def test_student_validates_and_sees_the_results(student_page, student_lab):
 
 # ---------------------------------------------------------------- 2. and 3. the graded demo class
 @pytest.fixture(scope="module")
-def graded_course(tmp_path_factory, names_txt) -> Path:
-    """The demo class graded with the repo's config, its class report and feedback written."""
-    course = make_course(tmp_path_factory.mktemp("browser_course"), names_txt)
-    nbgrader(course, "generate_assignment", spec.ASSIGNMENT, "--force")
-    write_submissions(DEMO, course=course)
-    nbgrader(course, "autograde", spec.ASSIGNMENT, "--force")
-    nbgrader(course, "generate_feedback", spec.ASSIGNMENT, "--force")
-    done = subprocess.run(
-        [sys.executable, "-m", "grader.report", str(course)], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return course
+def graded_course(tmp_path_factory, graded_demo) -> Path:
+    """The demo class graded with the repo's config, its class report and feedback written
+    (conftest's graded_demo, shared with other modules: a copy of our own, which the
+    formgrader's server runs in)."""
+    return copy_course(graded_demo.course, tmp_path_factory.mktemp("browser_course"))
 
 
 @pytest.fixture(scope="module")

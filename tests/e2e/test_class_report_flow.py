@@ -6,34 +6,24 @@ from __future__ import annotations
 
 import csv
 import html
-import subprocess
-import sys
 
 import pytest
 
 from grader.course.class_html import anchor
 from grader.course.report import read_scores
 from grader.course.samples import DEMO
-from grader.course.submissions import write_submissions
 from grader.exercise import spec
 
-from conftest import make_course, nbgrader
+from conftest import copy_course, nbgrader
 
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
 
 
 @pytest.fixture(scope="module")
-def reported_course(tmp_path_factory, names_txt):
-    """The demo class graded in a course of its own, then `python -m grader.report` on it."""
-    course = make_course(tmp_path_factory.mktemp("class_report"), names_txt)
-    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
-    write_submissions(DEMO, course=course)
-    nbgrader(course, "autograde", "backprop_ninja", "--force")
-    done = subprocess.run(
-        [sys.executable, "-m", "grader.report", str(course)], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return course, done.stdout
+def reported_course(tmp_path_factory, graded_demo):
+    """The demo class graded, then `python -m grader.report` on it (conftest's graded_demo,
+    shared with other modules: a copy of our own, as a test writes into it) and what it printed."""
+    return copy_course(graded_demo.course, tmp_path_factory.mktemp("class_report")), graded_demo.report_stdout
 
 
 def _rows(path):

@@ -19,7 +19,7 @@ from grader.course.samples import DEMO
 from grader.course.submissions import write_submissions
 from grader.exercise import spec
 
-from conftest import make_course, nbgrader
+from conftest import nbgrader
 from corpus import EXPECTED_ZEROS
 
 BIN = Path(sys.executable).parent
@@ -87,9 +87,8 @@ def _wait_for_workers(address: str, n: int) -> None:
         client.wait_for_workers(n, timeout=120)
 
 
-def test_a_class_graded_on_the_cluster(tmp_path, names_txt, scheduler):
-    course = make_course(tmp_path / "course", names_txt)
-    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+def test_a_class_graded_on_the_cluster(tmp_path, new_course, scheduler):
+    course = new_course(tmp_path / "course")
     write_submissions(DEMO, course=course)
     t0 = time.monotonic()
     done = subprocess.run(

@@ -22,7 +22,7 @@ from grader.course import exchange
 from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
 
-from conftest import ROOT, VENV_BIN, make_course, nbgrader
+from conftest import ROOT, VENV_BIN, nbgrader
 
 NB = f"{spec.ASSIGNMENT}/{spec.NOTEBOOK}.ipynb"
 STUDENTS = ("alice", "bob")
@@ -74,10 +74,9 @@ def loaded_config(folder: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def round_trip(tmp_path_factory, names_txt):
+def round_trip(tmp_path_factory, new_course):
     base = tmp_path_factory.mktemp("exchange")
-    course = make_course(base / "course", names_txt)  # the repo's nbgrader_config.py, exchange and all
-    nbgrader(course, "generate_assignment", spec.ASSIGNMENT, "--force")
+    course = new_course(base / "course")  # the repo's nbgrader_config.py, exchange and all; generated
     nbgrader(course, "release_assignment", spec.ASSIGNMENT)
     homes = {name: new_home(base, name, course) for name in STUDENTS}
     for home in homes.values():

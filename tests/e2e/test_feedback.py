@@ -10,24 +10,19 @@ import re
 
 import pytest
 
-from grader.course.samples import DEMO
-from grader.course.submissions import write_submissions
 from grader.exercise import spec
 
-from conftest import make_course, nbgrader
+from conftest import copy_course
 from corpus import EXPECTED_ZEROS
 
 ROW = re.compile(r'<tr class="(\w+)" data-grade-id="([^"]+)">(.*?)</tr>', re.S)
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory, names_txt):
-    course = make_course(tmp_path_factory.mktemp("feedback"), names_txt)  # the repo's nbgrader_config.py
-    nbgrader(course, "generate_assignment", spec.ASSIGNMENT, "--force")
-    write_submissions(DEMO, course=course)
-    nbgrader(course, "autograde", spec.ASSIGNMENT, "--force")
-    nbgrader(course, "generate_feedback", spec.ASSIGNMENT, "--force")
-    return course
+def course(tmp_path_factory, graded_demo):
+    """The demo class graded with the repo's nbgrader_config.py, its feedback generated
+    (conftest's graded_demo, shared with other modules: a copy of our own)."""
+    return copy_course(graded_demo.course, tmp_path_factory.mktemp("feedback"))
 
 
 def page(course, student: str) -> str:

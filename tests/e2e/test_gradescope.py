@@ -21,7 +21,7 @@ from grader.course.submissions import write_submissions
 from grader.exercise import spec
 from grader.gradescope import build, scripts
 
-from conftest import VENV_BIN, make_course, nbgrader
+from conftest import VENV_BIN, nbgrader
 from corpus import CORPUS
 
 ALL = [g.grade_id for g in spec.GRADED]
@@ -42,10 +42,9 @@ def _extract(zip_path, dest):
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory, names_txt):
+def course(tmp_path_factory, new_course):
     """A course graded by nbgrader itself: the reference scores, under the Gradescope ids."""
-    c = make_course(tmp_path_factory.mktemp("gs-course"), names_txt)
-    nbgrader(c, "generate_assignment", spec.ASSIGNMENT, "--force")
+    c = new_course(tmp_path_factory.mktemp("gs-course"))
     samples = [
         dataclasses.replace(k.sample, student=str(CASES[k.sample.student]))
         for k in CORPUS

@@ -29,7 +29,7 @@ from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
 from grader.sandbox import bwrap_works
 
-from conftest import VENV_BIN, make_course, nbgrader
+from conftest import VENV_BIN, nbgrader
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
@@ -138,11 +138,10 @@ def _submission(source_nb, release_nb, attacker: bool):
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory, names_txt):
+def course(tmp_path_factory, new_course):
     """Graded with the kit's config; the control is the attacker's notebook graded with
     NeutraliseOutputs switched off (after the others, so it is the only one affected)."""
-    course = make_course(tmp_path_factory.mktemp("inert"), names_txt)
-    nbgrader(course, "generate_assignment", spec.ASSIGNMENT, "--force")
+    course = new_course(tmp_path_factory.mktemp("inert"))
     nbs = [
         nbformat.read(course / d / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb", 4)
         for d in ("source", "release")

@@ -24,7 +24,7 @@ from grader.course.report import read_scores
 from grader.exercise import spec
 from grader.sandbox import bwrap_works
 
-from conftest import make_course, nbgrader
+from conftest import nbgrader
 from hostile import ALL, appended, with_cell
 from hostile_payloads import snoop
 
@@ -34,9 +34,8 @@ LISTEN = 30
 NB = f"{spec.NOTEBOOK}.ipynb"
 
 
-def _course(tmp_path_factory, names_txt, name, students):
-    course = make_course(tmp_path_factory.mktemp(name), names_txt)
-    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+def _course(tmp_path_factory, new_course, name, students):
+    course = new_course(tmp_path_factory.mktemp(name))
     nbs = {
         "source": nbformat.read(course / "source" / spec.ASSIGNMENT / NB, 4),
         "release": nbformat.read(course / "release" / spec.ASSIGNMENT / NB, 4),
@@ -64,11 +63,11 @@ def _start(course, timeout=90):
     )
 
 
-def test_a_batch_hears_nothing_of_another(tmp_path_factory, names_txt):
-    a = _course(tmp_path_factory, names_txt, "course_a", {"a1_snoop": with_cell("imports", snoop(LISTEN))})
+def test_a_batch_hears_nothing_of_another(tmp_path_factory, new_course):
+    a = _course(tmp_path_factory, new_course, "course_a", {"a1_snoop": with_cell("imports", snoop(LISTEN))})
     b = _course(
         tmp_path_factory,
-        names_txt,
+        new_course,
         "course_b",
         {f"b{i}_honest": appended("ex1_solution", f"# {DISTINCT}") for i in (1, 2, 3, 4)},
     )
@@ -122,16 +121,16 @@ except OSError as e:
     time.sleep(60)  # and holds every process there is while the other batch grades"""
 
 
-def test_a_fork_bomb_in_one_batch_costs_the_other_nothing(tmp_path_factory, names_txt):
+def test_a_fork_bomb_in_one_batch_costs_the_other_nothing(tmp_path_factory, new_course):
     """Every sandbox runs as the same user, and the process limit counts a user's processes on
     the whole machine: a submission that forks until the limit (h19 of the hostile corpus) must
     not leave another batch's kernels and replay without processes."""
     a = _course(
-        tmp_path_factory, names_txt, "course_forks", {"a0_forks": with_cell("ex1_solution", FORK_BOMB)}
+        tmp_path_factory, new_course, "course_forks", {"a0_forks": with_cell("ex1_solution", FORK_BOMB)}
     )
     b = _course(
         tmp_path_factory,
-        names_txt,
+        new_course,
         "course_calm",
         {f"b{i}_honest": appended("ex1_solution", "# calm") for i in (1, 2, 3)},
     )
