@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..exercise import spec
 from .scan import Finding, scan_source
+from .scan_rules import bound_names
 
 if TYPE_CHECKING:  # grader.course reads KERNEL and cell_grade_ids without importing torch
     from ..exercise.verdict import Verdict
@@ -40,8 +41,11 @@ def cell_grade_ids(cell: str) -> list[str]:
 
 
 def scan_plan(plan) -> list[Finding]:
-    """The student's cells only: the instructor's locked cells are the kit's own code."""
-    return [f for c in plan if c["kind"] in ("answer", "added") for f in scan_source(c["label"], c["source"])]
+    """The student's cells only: the instructor's locked cells are the kit's own code. A name any
+    cell binds (`dlogits_backward = ...` in one, read in the next) is not torch's."""
+    own = bound_names([c["source"] for c in plan])
+    mine = [c for c in plan if c["kind"] in ("answer", "added")]
+    return [f for c in mine for f in scan_source(c["label"], c["source"], own)]
 
 
 def flags(

@@ -1,6 +1,7 @@
 """A static scan of the student's cells for autograd and dynamic tricks.
 
-It only flags: the replay decides grades. A flag lists the submission for a TA.
+It only flags: the replay decides grades. A flag lists the submission for a TA. The rules on
+modules and on torch's own derivative code are in scan_rules.py.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 from ..exercise import spec
 from ..exercise.cells import strip_magics
+from .scan_rules import attribute_sign, import_sign, imported_signs, lookup_sign, name_sign, own_names
 
 ANSWER_LABELS = set(spec.ANSWER_CELLS.values())
 
@@ -57,22 +59,6 @@ FILE_READERS = {
     "read_bytes": "reads a file",
 }
 PATCHABLE = {"torch", "F", "nn", "np", "numpy", "builtins", "grader", "math", "os", "sys", "random"}
-SUSPECT_MODULES = {
-    "importlib",
-    "functorch",
-    "pickle",
-    "builtins",
-    "ctypes",
-    "subprocess",
-    "inspect",
-    "gc",
-    "grader",
-    "socket",
-    "shutil",
-    "signal",
-    "multiprocessing",
-    "threading",
-}
 
 
 # The kinds a TA sees (reports/suspicious.json). These are suspicious wherever they are; the
@@ -115,14 +101,16 @@ def _file_access(label: str, call: ast.Call, line: str) -> Finding:
     return Finding(label, call.lineno, "opens a file outside the submission folder", line, "tampering")
 
 
-def scan_source(label: str, source: str) -> list[Finding]:
+def scan_source(label: str, source: str, own: set[str] | frozenset[str] = frozenset()) -> list[Finding]:
+    """`own`: the names the student's other cells bind (scan_rules.bound_names), theirs here too."""
     try:
         tree = ast.parse(strip_magics(source))
     except SyntaxError as e:
         return [Finding(label, e.lineno or 0, "does not parse", e.msg or "", "unparsable")]
-    scanner = _Scanner(label, source.split("\n"), tree)
+    scanner = _Scanner(label, source.split("\n"), tree, own)
     scanner.visit(tree)
-    return sorted(scanner.found, key=lambda f: (f.line, f.what))
+    once = {(f.line, f.what): f for f in scanner.found}  # torch._decomp.decomposition_table: one
+    return sorted(once.values(), key=lambda f: (f.line, f.what))
 
 
 def _dotted(node) -> str | None:
@@ -167,8 +155,9 @@ def _replaced(target) -> list[str]:
 class _Scanner(ast.NodeVisitor):
     """One visit per kind of node that can be a sign; every node is visited."""
 
-    def __init__(self, label: str, lines: list[str], tree: ast.AST):
+    def __init__(self, label: str, lines: list[str], tree: ast.AST, own=frozenset()):
         self.label, self.lines, self.found = label, lines, []
+        self.own = own_names(tree) | own
         self.parent = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
         # a cell that rebinds print (`def print(x): ...`) makes "only looked at" mean nothing
         bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -183,7 +172,10 @@ class _Scanner(ast.NodeVisitor):
         self.found.append(Finding(self.label, node.lineno, what, self._code(node), kind))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr == "grad":
+        sign = attribute_sign(node.attr, _dotted(node), _shared(node) is not None, self.own)
+        if sign:
+            self._add(node, *sign)
+        elif node.attr == "grad":
             what = self._grad_use(node)
             if what:
                 self._add(node, what, "autograd")
@@ -194,6 +186,12 @@ class _Scanner(ast.NodeVisitor):
         elif node.attr in FILE_READERS:
             self._add(node, FILE_READERS[node.attr], "file")
         self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        up = self.parent.get(id(node))
+        attr = up.attr if isinstance(up, ast.Attribute) and up.value is node else None
+        if isinstance(node.ctx, ast.Load) and (sign := name_sign(node.id, attr, self.own)):
+            self._add(node, *sign)
 
     def _grad_use(self, node: ast.Attribute) -> str | None:
         """A `.grad` is a sign only where its value can go into an answer: not where it is only
@@ -223,6 +221,13 @@ class _Scanner(ast.NodeVisitor):
         return calls is not None and all(_call_name(c) in self.looks for c in calls)
 
     def visit_Call(self, node: ast.Call) -> None:
+        sign = lookup_sign(_dotted(node.func), node.args)
+        if sign:
+            self._add(node, *sign)
+        name = _call_name(node)
+        module = node.args[0] if node.args and name in ("__import__", "import_module") else None
+        if isinstance(module, ast.Constant) and isinstance(module.value, str):
+            self._import_signs(node, [module.value])  # __import__("signal")
         if isinstance(node.func, ast.Attribute) and node.func.attr in FILE_READERS:
             outside = _file_access(self.label, node, self._code(node))
             if outside.kind == "tampering":
@@ -248,12 +253,11 @@ class _Scanner(ast.NodeVisitor):
             and not isinstance(name, ast.Constant)
         ):
             self._add(node, f"calls {fn}() with a computed name")
-        elif (
-            fn in ("getattr", "delattr")
-            and isinstance(name, ast.Constant)
-            and str(name.value) in AUTOGRAD_ATTRS
-        ):
-            self._add(node, AUTOGRAD_ATTRS[str(name.value)], "autograd")
+        elif fn in ("getattr", "delattr") and isinstance(name, ast.Constant):
+            attr = str(name.value)
+            sign = attribute_sign(attr, None, owner is not None, self.own)
+            if sign or attr in AUTOGRAD_ATTRS:
+                self._add(node, *(sign or (AUTOGRAD_ATTRS[attr], "autograd")))
 
     def _assignment(self, node, targets: list, verb: str = "replaces") -> None:
         for target in targets:
@@ -273,20 +277,18 @@ class _Scanner(ast.NodeVisitor):
     def visit_Delete(self, node: ast.Delete) -> None:
         self._assignment(node, node.targets, "deletes")
 
-    def _imports(self, node, modules: list[str]) -> None:
-        for m in modules:
-            top = m.split(".")[0]
-            if m.startswith(("torch.autograd", "torch.func")) or top == "functorch":
-                self._add(node, f"imports {m}", "autograd")
-            elif top in SUSPECT_MODULES:
-                self._add(node, f"imports {m}")
-        self.generic_visit(node)
+    def _import_signs(self, node, modules: list[str]) -> None:
+        for sign in filter(None, map(import_sign, modules)):
+            self._add(node, *sign)
 
     def visit_Import(self, node: ast.Import) -> None:
-        self._imports(node, [a.name for a in node.names])
+        self._import_signs(node, [a.name for a in node.names])
+        self.generic_visit(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        self._imports(node, [a.name for a in node.names] + ([node.module] if node.module else []))
+        for sign in imported_signs(node.module, [a.name for a in node.names]):
+            self._add(node, *sign)
+        self.generic_visit(node)
 
 
 def _call_name(call: ast.Call) -> str | None:

@@ -67,3 +67,12 @@ def test_the_record_keeps_its_reasons_and_adds_the_flags():
     record = JudgeRecord("s", 1, {}, [], [flag], 0.5, []).to_json()
     assert record["suspicious"] == [f"tampering: {flag.evidence}"]
     assert record["flags"] == [{"kind": "tampering", "evidence": flag.evidence, "grade_ids": ["ex1_dW1"]}]
+
+
+def test_a_name_one_cell_binds_is_the_students_in_the_next():
+    plan = [
+        _cell("ex1_solution", "answer", "dlogits_backward = probs.clone()"),
+        _cell("ex2_solution", "answer", "dlogits = dlogits_backward / n"),
+        _cell("ex3_solution", "answer", "dhprebn = nll_loss_backward(g)"),  # bound nowhere: torch's
+    ]
+    assert [(f.cell, f.kind) for f in scan_plan(plan)] == [("ex3_solution", "autograd")]
