@@ -72,6 +72,14 @@ class JudgeSettings:
         'A gradient that is right only when autograd can run: "zero" (no credit, the default) '
         'or "flag" (graded as if autograd were allowed, and listed for review).',
     )
+    numeric_factor: float = _setting(
+        100.0,
+        "An exercise's cells may take this many times the CPU time of the reference's derived "
+        "backward; far above it they computed numerically (finite differences): no credit.",
+    )
+    numeric_floor_seconds: float = _setting(
+        1.0, "CPU seconds an exercise's cells may always take, however fast the reference's backward."
+    )
     statement_seconds: float = field(default_factory=lambda: env("BACKPROP_NINJA_STATEMENT_SECONDS"))
     run_tmp_mb: int = field(default_factory=lambda: env("BACKPROP_NINJA_RUN_TMP_MB"))
 

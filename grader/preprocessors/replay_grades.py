@@ -67,6 +67,8 @@ class ReplayGrades(NbGraderPreprocessor):
     carried_credit = _judge_trait("carried_credit")
     judge_seconds = _judge_trait("judge_seconds")
     autograd_policy = _judge_trait("autograd_policy")
+    numeric_factor = _judge_trait("numeric_factor")
+    numeric_floor_seconds = _judge_trait("numeric_floor_seconds")
 
     def judge_settings(self, student: str) -> JudgeSettings:
         return JudgeSettings(

@@ -119,9 +119,10 @@ class ReplayServer:
         timeout: float,
         autograd: str = "block",
         statement_seconds: float | None = None,
-    ) -> tuple[str, bytes | None]:
-        """(status, the run's result frame or None). `autograd`: "block" or "watch"
-        (grader/sandboxed/autograd_guard.py); `statement_seconds`: this run's, if not the plan's."""
+    ) -> tuple[str, bytes | None, float | None]:
+        """(status, the run's result frame or None, the run's CPU seconds as the kernel counted
+        them). `autograd`: "block", "watch" or "open" (grader/sandboxed/autograd_guard.py);
+        `statement_seconds`: this run's, if not the plan's."""
         if self.proc is not None and (self.proc.poll() is not None or self._stray_bytes()):
             self.close()  # died, or said something nobody asked for
         if self.proc is None:
@@ -133,9 +134,9 @@ class ReplayServer:
             return self._answer(nonce, time.monotonic() + timeout + 30.0)
         except (OSError, ValueError, TimeoutError, ProtocolError) as e:
             self.close()  # a submission that takes the server down costs only itself
-            return f"the replay server stopped: {e}", None
+            return f"the replay server stopped: {e}", None, None
 
-    def _answer(self, nonce: str, deadline: float) -> tuple[str, bytes | None]:
+    def _answer(self, nonce: str, deadline: float) -> tuple[str, bytes | None, float | None]:
         header = json.loads(self._line(deadline))
         if not isinstance(header, dict) or header.get("nonce") != nonce:
             raise ProtocolError("its answer did not match the request")
@@ -143,7 +144,9 @@ class ReplayServer:
         if type(size) is not int or not 0 <= size <= MAX_FRAME_BYTES or not isinstance(status, str):
             raise ProtocolError("its answer was malformed")
         frame = self._exactly(size, deadline)
-        return status[:300], (frame or None)
+        cpu = header.get("cpu")
+        cpu = float(cpu) if type(cpu) in (int, float) and 0 <= cpu < 1e6 else None
+        return status[:300], (frame or None), cpu
 
     def _send(self, obj: dict) -> None:
         self.proc.stdin.write((json.dumps(obj) + "\n").encode())

@@ -24,7 +24,7 @@ EX1_CELL = spec.ANSWER_CELLS[1]
 
 MAX_META_BYTES = 2 * 1024 * 1024
 MAX_STR = 1000  # the replay cuts its own messages at 300
-MAX_NAMES, MAX_ERRORS, MAX_ALIASES, MAX_N_AT, MAX_EVENTS = 2000, 1000, 200, 16, 50
+MAX_NAMES, MAX_ERRORS, MAX_ALIASES, MAX_N_AT, MAX_EVENTS, MAX_CPU = 2000, 1000, 200, 16, 50, 200
 KINDS = ("missing", "none", "other", "tensor")
 
 
@@ -74,6 +74,7 @@ class RunResult:
     meta: RunRecord = field(default_factory=dict)
     tensors: dict = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)  # key -> why its tensor was refused
+    cpu: float | None = None  # the run's CPU seconds, counted by the kernel (not by the run)
 
     def value(self, key: str):
         if key in self.rejected:
@@ -88,18 +89,20 @@ class RunResult:
         return self.tensors.get(key, MISSING)
 
 
-def parse_frame(frame: bytes | None, status: str, expected: dict[str, Expect]) -> RunResult:
+def parse_frame(
+    frame: bytes | None, status: str, expected: dict[str, Expect], cpu: float | None = None
+) -> RunResult:
     """The run's result, or a RunResult without values that says why there is none."""
     if not frame:
-        return RunResult(status if status != "ok" else "ended without a result (exit or crash)")
+        return RunResult(status if status != "ok" else "ended without a result (exit or crash)", cpu=cpu)
     try:
         meta, blob = split_frame(frame)
         meta = check_meta(meta, expected)
         tensors, rejected = load_tensors(blob, expected)
     except Exception as e:  # anything unforeseen in untrusted bytes costs this run, not the batch
         reason = str(e) if isinstance(e, BadFrame) else f"unreadable: {type(e).__name__}"
-        return RunResult(status if status != "ok" else f"returned an unusable result ({reason})")
-    return RunResult(status, meta, tensors, rejected)
+        return RunResult(status if status != "ok" else f"returned an unusable result ({reason})", cpu=cpu)
+    return RunResult(status, meta, tensors, rejected, cpu)
 
 
 def split_frame(frame: bytes) -> tuple[bytes, bytes]:
@@ -186,6 +189,10 @@ SCHEMA = {
     "seconds": lambda v, w: _is(v, w, type(v) is float and 0 <= v < 1e9, "a duration"),  # perf_counter's
     "partial": lambda v, w: _is(v, w, type(v) is bool, "true or false"),
     "autograd": lambda v, w: _list(v, w, MAX_EVENTS, _event),
+    "cpu": lambda v, w: {
+        _name(k, w): _is(v[k], w, type(v[k]) is float and 0 <= v[k] < 1e6, "CPU seconds")
+        for k in list(_dict(v, w))[:MAX_CPU]
+    },
 }
 
 

@@ -16,7 +16,7 @@ import torch
 
 from ..exercise.verdict import compare_gradient
 from ..reference.inputs import FreshInputs
-from ..sandboxed.autograd_guard import BLOCK, OPEN, STOPPED_STATUS, WATCH
+from ..sandboxed.autograd_guard import BLOCK, OPEN, WATCH
 from ..sandboxed.record import ReplayPlan
 from ..settings import JudgeSettings
 from . import results
@@ -92,7 +92,7 @@ def run_replay(
             if time.perf_counter() - t0 > settings.total_timeout:
                 return RunResult(f"not run: the submission's {settings.total_timeout:g} s were used up")
             torch.save(with_correct_inputs(run, fresh.grads), work / "inject.pt")
-            status, frame = server.replay(
+            status, frame, cpu = server.replay(
                 work,
                 run=run,
                 names_txt=names_txt,
@@ -102,13 +102,13 @@ def run_replay(
             )
             if status.startswith("timed out"):
                 timeout = min(timeout, 5.0)  # a looping answer loops in every run: cap the rest
-            return results.parse_frame(frame, status, expected)
+            return results.parse_frame(frame, status, expected, cpu)
 
         runs = {AS_SUBMITTED: one(AS_SUBMITTED, mode)}
         for run in _runs_that_matter(runs[AS_SUBMITTED], fresh):
             runs[run] = one(run, mode)
         # "zero": a watched run where the notebook reached for autograd, only to explain (3x the
-        # statement limit: torch.func's first use imports torch._dynamo, seconds under the hook);
+        # statement limit: torch.func's first use imports torch._dynamo, seconds);
         # "flag": graded as if autograd were allowed, and always a blocked run to compare with
         if mode == BLOCK:
             reached = runs[AS_SUBMITTED].meta.get("autograd")
@@ -117,8 +117,7 @@ def run_replay(
             counterpart = one(AS_SUBMITTED, BLOCK)
         (work / "inject.pt").unlink(missing_ok=True)
         runs.update({name: RunResult("skipped") for name in run_order() if name not in runs})
-        # a run stopped for working around the autograd check is the student's doing: a flag
-        fine = ("ok", "skipped", STOPPED_STATUS)
+        fine = ("ok", "skipped")
         problems = [f"run {k}: {r.status}" for k, r in runs.items() if r.status not in fine]
         seconds = time.perf_counter() - t0
         return ReplayOutput(runs, seconds, "; ".join(problems) or None, mode, counterpart)

@@ -1,70 +1,50 @@
-"""Autograd in a replay run: watched in every run, unavailable in the runs that decide grades.
+"""Autograd in a replay run: unavailable in the runs that decide grades ("block"), as torch
+ships in the runs that only explain ("watch") and under the "flag" policy ("open").
 
 A gradient earns credit only as the student's own formula, so the judge asks two questions of
-the replay (grader/replay/run.py): what does the notebook compute when autograd cannot run
-("block"), and, where the student's code reached for autograd, what does it compute when it
-can ("watch")? A gradient that is right only in the second is autograd's, not the student's.
+the replay (grader/replay/run.py): what does the notebook compute when no derivative of
+torch's can be had, and, where it reached for one, what does it compute when it can? A
+gradient right only in the second is torch's, not the student's.
 
-What "cannot run" rests on, from the easiest to undo to the hardest:
+What "unavailable" rests on is not in this module and not in any Python object: the warm
+server switched torch's derivative code off in the dispatcher and in torch's derivative
+helpers (derivative_block.py), and a blocked run seals that before its first cell. Switching
+grad mode on, calling the engine or torch.func by any route then finds no graph, no tangent
+and no derivative kernel. What this module adds is for the student's sake and the TAs':
 - the documented entry points (torch.autograd.grad and backward, Tensor.backward and hooks,
-  torch.func / functorch, torch.autograd.functional, forward_ad, TorchScript and compile, grad
-  mode switched on) are replaced by functions that say so and raise AutogradUnavailable, and so
-  is every other reference torch keeps to what starts a derivative (HELD);
-- a profile hook sees every call to a C function however it was reached (an alias, importlib,
-  a reloaded module, exec of a decoded string), and at the end of each statement reads
-  autograd's node counter: an engine entry point called, grad mode found on, or any graph
-  built means the replacements were worked around. A blocked run stops there at once;
-- an audit hook, which no Python code can remove, refuses what could remove the profile hook
-  or reach under it: sys.setprofile / settrace (cProfile too), ctypes, the garbage collector's
-  object lists, /proc (the process's own memory), and new processes;
-- no thread can start (replaced, and RLIMIT_NPROC 0 for the sandbox's user): all the run's work
-  happens on the one thread the hook watches. The guard is installed before the run's first
-  cell, so a cell added above the answers is watched too.
+  torch.func / functorch, torch.autograd.functional, forward_ad, TorchScript and compile, the
+  engine itself, grad mode switched on) refuse with a message that says why, and are noted;
+- an audit hook, which no Python code can remove, refuses what reaches under the dispatcher
+  (ctypes, the garbage collector's object lists, /proc, torch's derivative source files, a
+  folder opened as a file), new processes and threads; it holds only immutable state, so a
+  frame or traceback that reaches it can change nothing;
+- signal handlers other than the runner's alarm are refused;
+- after each statement the runner asks check() whether grad mode is on or a graph was built:
+  a sign the entry points were worked around, listed for the TAs (it cannot earn anything).
 """
 
 from __future__ import annotations
 
+import _signal
 import _thread
 import importlib
 import os
+import pathlib
 import resource
 import signal
+import stat
 import sys
 import threading
 
 import torch
 
-BLOCK, WATCH, OPEN = "block", "watch", "open"  # OPEN: no guard at all (the "flag" policy's grades)
-STOPPED = 86  # the run's exit status when it was stopped for working around the guard
-STOPPED_STATUS = "stopped where it worked around the kit's autograd check"  # the server's word for it
+from . import derivative_block
+from .derivative_block import AutogradUnavailable
+
+BLOCK, WATCH, OPEN = "block", "watch", "open"
 MAX_EVENTS = 50
 
-# C functions that compute or prepare derivatives: watched wherever they are called from.
-ENGINE = {
-    "run_backward": "the autograd engine",
-    "_enter_dual_level": "forward-mode AD",
-    "_grad_increment_nesting": "torch.func's grad transform",
-    "_jvp_increment_nesting": "torch.func's jvp transform",
-    "_jit_script_compile": "TorchScript",
-    "_jit_script_class_compile": "TorchScript",
-    "_create_function_from_trace": "torch.jit.trace",
-    "_create_method_from_trace": "torch.jit.trace",
-    "import_ir_module": "torch.jit.load",
-    "import_ir_module_from_buffer": "torch.jit.load",
-    "start_new_thread": "a thread beside the watched one",  # its replacement never calls it
-}
-UNHOOK = {"setprofile": "sys.setprofile", "settrace": "sys.settrace"}
-# C functions that start a derivative, replaced wherever torch keeps a reference (torch's own
-# modules import some under other names): called from C (itertools.starmap), a kept original
-# would be out of the profile hook's sight. Reverse mode needs no such list: any graph at all
-# is seen by the node counter.
-HELD = {
-    ("torch._C", "_enter_dual_level"): "forward-mode AD",
-    ("torch._C._functorch", "_grad_increment_nesting"): "torch.func's grad transform",
-    ("torch._C._functorch", "_jvp_increment_nesting"): "torch.func's jvp transform",
-}
-_held_at: list[tuple[str, str, str]] = []  # (module, attribute, what): found once, by preload()
-# Python entry points a blocked run replaces, module by module.
+# Python entry points a blocked run replaces, module by module: each refuses and says why.
 ENTRY_POINTS = {
     "torch.autograd": ("grad", "backward"),
     "torch.autograd.functional": ("vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"),
@@ -85,185 +65,124 @@ ENTRY_POINTS = {
     "torch": ("compile",),
 }
 TENSOR_METHODS = ("backward", "register_hook", "register_post_accumulate_grad_hook")
-# Audited events a blocked run refuses. Refusing sys.setprofile keeps the hook even where Python
-# itself would take it away (a hook that raised); a student's own call is a sign of tampering.
-REFUSED = {
-    "sys.setprofile": "refuse",
-    "sys.settrace": "refuse",
-    "ctypes.dlopen": "refuse",
-    "ctypes.dlsym": "refuse",
-    "ctypes.call_function": "refuse",
-    "ctypes.cdata": "refuse",
-    "ctypes.cdata/buffer": "refuse",
-    "gc.get_objects": "refuse",
-    "gc.get_referrers": "refuse",
-    "gc.get_referents": "refuse",
-    # the hook watches this thread: nothing may run beside it (RLIMIT_NPROC says so too, but a
-    # run as root, without the sandbox's own user, is not held by it; Python 3.11 audits no
-    # thread start: _replace_entry_points replaces it)
-    "os.fork": "refuse",
-    "os.forkpty": "refuse",
-    "os.posix_spawn": "refuse",
-    "os.exec": "refuse",
-    "os.spawn": "refuse",
-    "os.system": "refuse",
-    "subprocess.Popen": "refuse",
-}
-
-
-class AutogradUnavailable(RuntimeError):
-    """Raised where a blocked run reaches for autograd: the answer must be a formula."""
+SIGNALS = ("signal", "setitimer", "alarm", "set_wakeup_fd", "pthread_kill", "pthread_sigmask", "siginterrupt")
+# Audited events a blocked run refuses: each reaches under the dispatcher or beside the run.
+REFUSED = frozenset(
+    {
+        "ctypes.dlopen",
+        "ctypes.dlsym",
+        "ctypes.call_function",
+        "ctypes.cdata",
+        "ctypes.cdata/buffer",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.exec",
+        "os.spawn",
+        "os.system",
+        "subprocess.Popen",
+    }
+)
 
 
 class Guard:
-    """One run's guard, as the runner sees it: `events` is what the run's record reports
-    (record.py's AutogradEvent) and `where` the statement running (the runner sets it). What
-    stops a run is not here: the hooks keep it in closures no student code can reach, so that
-    editing this object can hide a note but never keep a run going."""
+    """One blocked run's notes, as the runner sees them: `events` is what the run's record
+    reports (record.py's AutogradEvent), `where` the statement running (the runner sets it).
+    Nothing here keeps autograd off: editing it can hide a note, nothing more."""
 
     def __init__(self):
         self.events: list[dict] = []
         self.where: tuple[str, int | None] = ("", None)
         self._seen: set = set()
+        self._nodes = torch._C._autograd._get_sequence_nr()
 
-    def note(self, kind: str, what: str) -> dict:
-        event = {"kind": kind, "what": what, "cell": self.where[0], "line": self.where[1]}
+    def note(self, kind: str, what: str) -> None:
         key = (kind, what, self.where)
         if key not in self._seen and len(self.events) < MAX_EVENTS:
             self._seen.add(key)
-            self.events.append(event)
-        return event
+            self.events.append({"kind": kind, "what": what, "cell": self.where[0], "line": self.where[1]})
 
     def refuse(self, what: str, *, autograd: bool = True):
-        self.note("call" if autograd else "refused", what)
+        self.note("call" if autograd else "tamper", what)
         why = ": a gradient must be your own formula (autograd only checks your work)" if autograd else ""
         raise AutogradUnavailable(f"{what} is not available when the autograder replays your notebook{why}")
 
+    def check(self) -> None:
+        """After each statement: what was refused in it, and signs the entry points were
+        worked around (grad mode on, an autograd node made since the last statement)."""
+        while derivative_block.CALLS:
+            self.note("call", derivative_block.CALLS.pop(0))
+        if torch._C.is_grad_enabled():
+            self.note("bypass", "grad mode switched on")
+        nodes = torch._C._autograd._get_sequence_nr()
+        if nodes != self._nodes:
+            self.note("bypass", "an autograd graph")
+        self._nodes = nodes
 
-_EXIT = os._exit  # taken at import, before the runner hands the student a harmless os._exit
 
-
-def install(mode: str, on_stop) -> Guard:
-    """Called once in the run's own process, before the run's first cell. `on_stop(guard)`
-    sends what the run has so far; the process then ends, whatever on_stop did."""
-    guard, block, exit_now = Guard(), mode == BLOCK, _EXIT
-    set_grad = torch._C._set_grad_enabled
-
-    def tell(kind: str, what: str) -> None:
-        try:
-            guard.note(kind, what)
-        except BaseException:  # noqa: BLE001 - a hook must not raise: Python would unhook it
-            pass
-
-    def stop(kind: str, what: str) -> None:
-        tell(kind if block else "call", what)
-        if block:
-            try:
-                on_stop(guard)
-            except BaseException:  # noqa: BLE001
-                pass
-            finally:
-                exit_now(STOPPED)
-
-    set_grad(False)  # as the replay server left it: no graph is recorded
-    if block:
-        _replace_entry_points(guard)
-        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-    sys.setprofile(_profile_hook(stop, tell))
-    if block:
-        sys.addaudithook(_audit_hook(guard, stop))
-        sys.getprofile = lambda: None  # the hook is reachable from nowhere else
+def install(mode: str) -> Guard | None:
+    """Called once in the run's own process, before the run's first cell."""
+    if mode != BLOCK:
+        derivative_block.lift()
+        return None
+    guard = Guard()
+    derivative_block.seal()
+    torch._C._set_grad_enabled(False)
+    _replace_entry_points(guard)
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+    sys.addaudithook(_audit_hook(guard, frozenset(_identities(derivative_block.derivative_files()))))
     return guard
 
 
-def interrupted_in_guard(frame) -> bool:
-    """For SIGALRM's handler (runner.py): an exception raised in a hook would unhook it."""
-    return frame is not None and frame.f_code.co_filename == _HERE
+def _identities(paths: list[str]):
+    for path in paths:
+        st = os.stat(path)
+        yield st.st_dev, st.st_ino
 
 
-_HERE = __file__
-
-
-def _profile_hook(stop, tell):
-    """Every call into a C function, every return: autograd's entry points by name, grad mode by
-    state, and, at the end of each statement, whether any autograd graph was built since the
-    last (the sequence number of autograd's nodes only grows, and only grad mode makes nodes):
-    that catches even a chain of C calls that switches grad mode on and off between two events."""
-    grad_on, names = torch._C.is_grad_enabled, dict(ENGINE)  # copies: edits of ENGINE change nothing
-    rearm = signal.setitimer
-    unhookers = (sys, threading)  # their setprofile / settrace; cProfile's Profiler.enable is audited alike
-
-    graph_counter = torch._C._autograd._get_sequence_nr  # read, not made: no op, no dispatch
-    last = [graph_counter()]
-
-    def check(frame, event, arg) -> None:
-        if event == "c_call":
-            name = getattr(arg, "__name__", None)
-            what = names.get(name)
-            if what:
-                stop("bypass", what)
-            elif name in UNHOOK and getattr(arg, "__self__", None) in unhookers:
-                tell("tamper", UNHOOK[name])  # the audit hook refuses it
-        if grad_on():
-            stop("bypass", "grad mode switched on")
-        if event == "return" and frame.f_code.co_name == "<module>":  # a statement ended
-            now = graph_counter()
-            if now != last[0]:
-                stop("bypass", "an autograd graph")
-            last[0] = now
-
-    def hook(frame, event, arg):
-        # A hook that raises is unhooked by Python: nothing may leave it. stop() exits by itself;
-        # a statement's time running out (SIGALRM, runner.py) is raised again outside the hook.
-        try:
-            check(frame, event, arg)
-        except Exception:  # noqa: BLE001
-            pass
-        except BaseException:  # noqa: BLE001
-            rearm(signal.ITIMER_REAL, 0.001)
-
-    return hook
-
-
-def _audit_hook(guard: Guard, stop):
-    refused, realpath, fsdecode = dict(REFUSED), os.path.realpath, os.fsdecode
+def _audit_hook(guard: Guard, protected: frozenset):
+    """Every variable of this hook is immutable or a C function, and the hook itself is held by
+    the interpreter alone: its frame, reached from a traceback, holds nothing to change. A file
+    is judged by what it is (device and inode, symlinks followed), not by its name."""
+    refused, note, stat_of, is_dir = REFUSED, guard.note, os.stat, stat.S_ISDIR
+    proc_dev = os.stat("/proc").st_dev if os.path.isdir("/proc") else None
+    plain = (str, bytes, int, pathlib.PosixPath, pathlib.PurePosixPath)
 
     def hook(event, args):
-        how = refused.get(event)
-        if how is None and event == "open" and isinstance(args[0], (str, bytes)):
-            how = "refuse" if realpath(fsdecode(args[0])).startswith("/proc") else None
-        if how == "stop":
-            stop("tamper", event)
-        if how:
+        why = event if event in refused else None
+        if why is None and event == "open":
+            path = args[0]
+            if type(path) not in plain:
+                why = "open with a path of the student's own type"
+            else:
+                try:
+                    st = stat_of(path)
+                except (OSError, ValueError, TypeError):
+                    st = None
+                if st is not None and (
+                    (st.st_dev, st.st_ino) in protected or st.st_dev == proc_dev or is_dir(st.st_mode)
+                ):
+                    why = "opening torch's derivative code, /proc or a folder"
+        if why:
             try:
-                guard.note("refused", event)
-            except BaseException:  # noqa: BLE001
+                note("tamper", why)
+            except BaseException:  # noqa: BLE001 - the note is the student's to spoil, not the refusal
                 pass
-            raise AutogradUnavailable(f"{event} is not available when the autograder replays your notebook")
+            raise AutogradUnavailable(f"{why} is not available when the autograder replays your notebook")
 
     return hook
 
 
-def preload() -> list[tuple[str, str, str]]:
-    """Once, in the warm server: the modules whose entry points a blocked run replaces, and
-    every place in torch's modules that holds one of the HELD functions (about 20 ms)."""
+def preload() -> None:
+    """Once, in the warm server: the modules whose entry points a blocked run replaces."""
     for module_name in ENTRY_POINTS:
         importlib.import_module(module_name)
-    originals = {id(getattr(sys.modules[m], a)): what for (m, a), what in HELD.items()}
-    _held_at[:] = [
-        (name, attr, originals[id(value)])
-        for name, module in list(sys.modules.items())
-        if name.split(".")[0] in ("torch", "functorch")
-        and isinstance(getattr(module, "__dict__", None), dict)
-        for attr, value in list(vars(module).items())
-        if id(value) in originals
-    ]
-    return _held_at
 
 
 def _replace_entry_points(guard: Guard) -> None:
-    for module_name, attr, what in _held_at or preload():
-        setattr(sys.modules[module_name], attr, _refuser(guard, what))
     for module_name, names in ENTRY_POINTS.items():
         module = importlib.import_module(module_name)
         for name in names:
@@ -271,10 +190,24 @@ def _replace_entry_points(guard: Guard) -> None:
                 setattr(module, name, _refuser(guard, f"{module_name}.{name}"))
     for name in TENSOR_METHODS:
         setattr(torch.Tensor, name, _refuser(guard, f"Tensor.{name}"))
-    for module, name in ((torch._C, "_set_grad_enabled"), (torch._C, "_set_fwd_grad_enabled")):
-        setattr(module, name, _switch(guard, getattr(module, name), name))
+    torch.autograd.variable.Variable._execution_engine = _Refusing(guard, "the autograd engine")
+    torch._C._set_grad_enabled = _grad_mode(guard)
     threads = _refuser(guard, "a thread (the replay runs on one)", autograd=False)
     _thread.start_new_thread = _thread.start_new = threading._start_new_thread = threads
+    for module in (signal, _signal):
+        for name in SIGNALS:
+            if hasattr(module, name):
+                setattr(module, name, _refuser(guard, f"signal.{name}", autograd=False))
+
+
+class _Refusing:
+    """Stands for an object whose every method refuses (the autograd engine)."""
+
+    def __init__(self, guard: Guard, what: str):
+        self._refused = _refuser(guard, what)
+
+    def __getattr__(self, name):
+        return self._refused
 
 
 def _refuser(guard: Guard, what: str, *, autograd: bool = True):
@@ -285,13 +218,13 @@ def _refuser(guard: Guard, what: str, *, autograd: bool = True):
     return refused
 
 
-def _switch(guard: Guard, original, name: str):
-    """Grad mode may be switched off (torch.no_grad), never on."""
+def _grad_mode(guard: Guard):
+    """Grad mode may stay off (torch.no_grad), never go on. It is off already in a blocked
+    run, so nothing needs the original switch: nothing here holds it."""
 
     def switch(mode, *args):
         if mode:
             guard.refuse("grad mode (torch.enable_grad, set_grad_enabled(True))")
-        return original(mode, *args)
 
-    switch.__name__ = name
+    switch.__name__ = "_set_grad_enabled"
     return switch

@@ -84,6 +84,7 @@ class RunRecord(TypedDict, total=False):
     seconds: float
     partial: bool  # a checkpoint: the run went on after it
     autograd: list[AutogradEvent]  # in order; at most autograd_guard.MAX_EVENTS
+    cpu: dict[str, float]  # CPU seconds by cell label, spec.EX4_FUNCTION and "training"
 
 
 def encode_frame(record: RunRecord, tensors: dict[str, torch.Tensor]) -> bytes:

@@ -15,17 +15,20 @@ from __future__ import annotations
 import ast
 import os
 import signal
+import time
 
 import torch
 
 from ..exercise import network, spec
 from ..exercise.cells import strip_magics
 from ..exercise.compare import MISSING
-from .autograd_guard import Guard, interrupted_in_guard
+from .autograd_guard import Guard
+from .derivative_block import UNAVAILABLE
 from .backward_call import BackwardFailed, accepted_arguments, call_manual_backward, raised
 from .record import ReplayPlan, RunInputs, RunRecord, ValueInfo
 
 _real_exit = os._exit  # the harness's own; a student's os._exit only ends a statement
+_setitimer, _cpu = signal.setitimer, time.thread_time  # a blocked run's signal module refuses
 EX1_NAMES = [g.name for g in spec.GRADIENTS if g.exercise == 1]
 # What each answer cell's snapshot keeps, in the main run.
 SNAPSHOT = {
@@ -73,9 +76,10 @@ class Runner:
         self.statement_seconds = float(plan.get("statement_seconds", 10.0))
         self.guard: Guard | None = None  # autograd_guard.install, before the first answer cell
         self.sent: tuple[RunRecord, dict] = ({}, {})  # the last checkpoint
+        self.cpu: dict[str, float] = {}
 
     def send_checkpoint(self, record: RunRecord, tensors: dict) -> None:
-        record = dict(record, errors=self.errors, partial=True)
+        record = dict(record, errors=self.errors, partial=True, cpu=self.cpu)
         if self.guard:
             record["autograd"] = self.guard.events
         self.sent = (record, dict(tensors))
@@ -84,10 +88,12 @@ class Runner:
 
     def on_alarm(self, signum, frame):
         """SIGALRM's handler in a run (the server installs it)."""
-        if interrupted_in_guard(frame):  # raised here it would unhook the guard: a moment later
-            signal.setitimer(signal.ITIMER_REAL, 0.001)
-            return
         raise StatementTimeout(f"stopped after {self.statement_seconds:g} s")
+
+    def spent(self, where: str, seconds: float) -> None:
+        """CPU seconds by cell (and for exercise 4's call and training): what the judge
+        compares with a derived backward's cost (grader/verdicts/numeric.py)."""
+        self.cpu[where] = self.cpu.get(where, 0.0) + seconds
 
     # ------------------------------------------------------------ executing cells
     def run_cell(self, ns: dict, cell: dict, inject: dict | None = None) -> None:
@@ -105,23 +111,29 @@ class Runner:
             if inject:
                 for k, v in inject.items():  # a fresh copy before every statement
                     ns[k] = v.clone()
+            started = _cpu()
             try:
-                signal.setitimer(signal.ITIMER_REAL, self.statement_seconds)
+                _setitimer(signal.ITIMER_REAL, self.statement_seconds)
                 try:
                     exec(compile(ast.Module([stmt], []), label, "exec"), ns)
                 finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
+                    _setitimer(signal.ITIMER_REAL, 0)
             except BaseException as e:  # noqa: BLE001 - the student's code: record, go on
                 if isinstance(e, KeyboardInterrupt):
                     raise
-                self.errors.append(
-                    {
-                        "cell": label,
-                        "line": stmt.lineno,
-                        "error": f"{type(e).__name__}: {e}"[:300],
-                        "assigns": sorted(_assigned(stmt)),
-                    }
-                )
+                self._failed(label, stmt, e)
+            finally:
+                self.spent(label, _cpu() - started)
+                if self.guard:
+                    self.guard.check()
+
+    def _failed(self, label: str, stmt, e: BaseException) -> None:
+        message = f"{type(e).__name__}: {e}"
+        if self.guard and UNAVAILABLE in message:  # torch's derivative code, refused
+            self.guard.note("call", str(e).partition(f" {UNAVAILABLE}")[0][-200:])
+        self.errors.append(
+            {"cell": label, "line": stmt.lineno, "error": message[:300], "assigns": sorted(_assigned(stmt))}
+        )
 
     def setup(self, ns: dict, start: int = 0) -> dict:
         for cell in self.plan["cells"][start : self.plan["first_answer"]]:
@@ -183,6 +195,7 @@ class Runner:
         ex4 = self.inputs["ex4"]
         if self.guard:
             self.guard.where = (spec.EX4_FUNCTION, None)
+        started = _cpu()
         try:
             out = call_manual_backward(fn, {k: v.clone() for k, v in ex4.items() if k in spec.EX4_ARGUMENTS})
         except BackwardFailed as e:
@@ -193,6 +206,8 @@ class Runner:
                 raise
             meta["ex4_error"] = raised(e)[:300]
             return
+        finally:
+            self.spent(spec.EX4_FUNCTION, _cpu() - started)
         for pname, value in zip(spec.PARAMETERS, out):
             info, t = _export(value)
             meta["values"][f"ex4/d{pname}"] = info
@@ -205,6 +220,7 @@ class Runner:
         tr = self.inputs["train"]
         params = {k: tr[k].clone() for k in spec.PARAMETERS}
         g = torch.Generator().manual_seed(int(self.plan["train_seed"]))
+        started = _cpu()
         try:
             for _ in range(int(self.plan["train_steps"])):
                 Xb, Yb = network.draw_batch(tr["Xtr"], tr["Ytr"], g)
@@ -219,6 +235,8 @@ class Runner:
                 raise
             meta["train_error"] = f"training raised {type(e).__name__}: {e}"[:300]
             return
+        finally:
+            self.spent("training", _cpu() - started)
         for k, t in params.items():
             tensors[f"train/{k}"] = (
                 t.detach().as_subclass(torch.Tensor).to(torch.float32).clone().contiguous()

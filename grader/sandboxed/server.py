@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from . import autograd_guard, isolation
+from . import autograd_guard, derivative_block, isolation
 from .record import (
     FRAME_HEADER,
     MAX_FRAME_BYTES,
@@ -30,6 +30,7 @@ from .record import (
 )
 from .runner import NoIPython, Runner, _real_exit, _student_exit
 
+CPU = struct.Struct(">d")
 _RUNNER_PID: int | None = None  # the run's own process: a process the student forks sends nothing
 
 
@@ -72,16 +73,10 @@ def replay_run(
     (autograd_guard.py). Results go to `channel`."""
     runner = Runner(plan, inputs, checkpoint=lambda record, tensors: _write(channel, record, tensors))
     runner.statement_seconds = statement_seconds or runner.statement_seconds
-    signal.signal(signal.SIGALRM, runner.on_alarm)
+    signal.signal(signal.SIGALRM, runner.on_alarm)  # before the guard: then no handler may be set
     t0 = time.perf_counter()
-
-    def stop(guard: autograd_guard.Guard) -> None:
-        record, tensors = runner.sent
-        _write(channel, dict(record, autograd=guard.events, partial=True), tensors)
-        _real_exit(autograd_guard.STOPPED)
-
-    # before the first cell of the run: a cell the student added above the answers is watched too
-    runner.guard = autograd_guard.install(autograd, stop) if autograd != autograd_guard.OPEN else None
+    # before the first cell of the run: a cell the student added above the answers is blocked too
+    runner.guard = autograd_guard.install(autograd)
     prefix = warm[0] if warm else []
     if warm and plan["cells"][: len(prefix)] == prefix:
         ns = runner.setup(dict(warm[1]), start=len(prefix))
@@ -90,6 +85,7 @@ def replay_run(
     record, tensors = runner.run(ns, run)
     record["errors"] = runner.errors
     record["autograd"] = runner.guard.events if runner.guard else []
+    record["cpu"] = runner.cpu
     record["seconds"] = time.perf_counter() - t0
     _write(channel, record, tensors)
 
@@ -133,12 +129,14 @@ def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
             _real_exit(code)
     os.close(channel)
     os.write(pid_pipe, struct.pack(">iB", run_pid, isolated))
+    _, status, usage = os.wait4(run_pid, 0)
+    # the kernel's count of the run's CPU time: nothing in the run can change it
+    os.write(pid_pipe, CPU.pack(usage.ru_utime + usage.ru_stime))
     os.close(pid_pipe)
-    _, status = os.waitpid(run_pid, 0)
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def _one_run(req: dict, warm) -> tuple[str, bytes | None]:
+def _one_run(req: dict, warm) -> tuple[str, bytes | None, float | None]:
     """Fork, let the child run, read what it sends (bounded), and make sure nothing of it
     is left: killing the run's PID 1 ends its whole namespace."""
     results_r, results_w = os.pipe()
@@ -155,9 +153,10 @@ def _one_run(req: dict, warm) -> tuple[str, bytes | None]:
     os.close(results_w)
     os.close(pid_w)
     info = os.read(pid_r, 5)
-    os.close(pid_r)
     run_pid, isolated = struct.unpack(">iB", info) if len(info) == 5 else (None, 0)
     status, frame = _collect(pid, results_r, float(req["timeout"]))
+    cpu = _run_cpu(pid_r)
+    os.close(pid_r)
     for victim in (run_pid, pid):
         if victim:
             _kill(victim)
@@ -165,7 +164,14 @@ def _one_run(req: dict, warm) -> tuple[str, bytes | None]:
     os.close(results_r)
     if not isolated:
         status += " (not isolated: no user namespaces here)"
-    return status, frame
+    return status, frame, cpu
+
+
+def _run_cpu(pid_r: int) -> float | None:
+    """The run's CPU seconds, once its process has ended (None if it is still running)."""
+    ready, _, _ = select.select([pid_r], [], [], 0.2)
+    data = os.read(pid_r, CPU.size) if ready else b""
+    return CPU.unpack(data)[0] if len(data) == CPU.size else None
 
 
 def _kill(pid: int) -> None:
@@ -208,8 +214,6 @@ _TOO_BIG = b""
 
 
 def _status(code: int) -> str:
-    if code == autograd_guard.STOPPED:
-        return autograd_guard.STOPPED_STATUS
     return "ok" if code == 0 else (f"killed by signal {code - 128}" if code > 128 else f"exit {code}")
 
 
@@ -247,12 +251,13 @@ def serve() -> int:
     runner = Runner({"cells": hello["prefix"], "first_answer": len(hello["prefix"])}, {})
     ns0 = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
     warm = (hello["prefix"], ns0)
+    derivative_block.install()  # torch's derivative code off for every run forked from here
     proto.write((json.dumps({"ready": True, "errors": runner.errors}) + "\n").encode())
     for line in sys.stdin:
         req = json.loads(line)
-        status, frame = _one_run(req, warm)
+        status, frame, cpu = _one_run(req, warm)
         frame = frame or b""
-        header = {"nonce": req.get("nonce"), "status": status, "size": len(frame)}
+        header = {"nonce": req.get("nonce"), "status": status, "size": len(frame), "cpu": cpu}
         proto.write((json.dumps(header) + "\n").encode() + frame)
     return 0
 

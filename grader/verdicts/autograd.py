@@ -6,27 +6,24 @@ policy ("zero") the grades come from the blocked runs, so it already has no cred
 gets the verdict that says why, and a flag. Under "flag" the grades come from the watched
 runs, as if autograd were allowed, and the same gradients are listed for review. A cell that
 calls `loss.backward()` to check an answer changes no gradient: no verdict changes, no flag.
-A blocked run that worked around the block (grader/sandboxed/autograd_guard.py) was stopped
-there: what it had not computed by then earns nothing, and the TAs see where it happened.
+"Autograd" here is any derivative torch computes: the engine, torch.func, forward mode, and
+torch's own derivative kernels and helpers (grader/sandboxed/derivative_block.py). A blocked run
+that reached under the block (ctypes, gc, a signal handler, grad mode switched on by another
+route) gets nothing for it, and the TAs see where it happened.
 """
 
 from __future__ import annotations
 
 from ..exercise import spec
-from ..exercise.compare import MISSING
 from ..exercise.verdict import Verdict, compare_gradient
 from ..reference.inputs import FreshInputs
 from ..replay.results import RunResult
 from ..replay.run import ReplayOutput
-from ..sandboxed.autograd_guard import BLOCK, STOPPED_STATUS
+from ..sandboxed.autograd_guard import BLOCK
 from .flags import Flag
 from .training import training_verdict
 
 NO_CREDIT = "computed with autograd: no credit (a gradient must be your own formula; autograd only checks it)"
-STOPPED = (
-    "the replay stopped where your code worked around the kit's autograd check: "
-    "nothing computed after that earns credit"
-)
 
 
 def value_key(g: spec.Gradient) -> str:
@@ -40,21 +37,13 @@ def _right(run: RunResult, g: spec.Gradient, fresh: FreshInputs) -> bool:
 
 
 def made_by_autograd(out: ReplayOutput, fresh: FreshInputs) -> list[str]:
-    """The grade ids right when autograd could run and wrong when it could not. A blocked run
-    that was stopped computed nothing after the stop: what it lacks says nothing of autograd."""
+    """The grade ids right when autograd could run and wrong when it could not."""
     blocked, watched = out.blocked, out.watched
     if blocked is None or watched is None:
         return []
-    stopped = blocked.status == STOPPED_STATUS
-    made = [
-        g.grade_id
-        for g in spec.GRADIENTS
-        if _right(watched, g, fresh)
-        and not _right(blocked, g, fresh)
-        and not (stopped and blocked.value(value_key(g)) is MISSING)
-    ]
+    made = [g.grade_id for g in spec.GRADIENTS if _right(watched, g, fresh) and not _right(blocked, g, fresh)]
     trained = [training_verdict(r, fresh, r.meta.get("ex4_error")) for r in (watched, blocked)]
-    if not stopped and trained[0].score == trained[0].max_score and trained[1].score < trained[1].max_score:
+    if trained[0].score == trained[0].max_score and trained[1].score < trained[1].max_score:
         made.append(spec.TRAINING.grade_id)
     return made
 
@@ -86,7 +75,6 @@ def apply_policy(
     """Turn the comparison into verdicts (policy "zero") and flags (both policies)."""
     blocked_runs = [r for r in (out.runs.values() if out.mode == BLOCK else [out.counterpart]) if r]
     worked_around = evidence(blocked_runs, ("bypass", "tamper"))
-    stopped = [r for r in blocked_runs if r.status == STOPPED_STATUS]
     made = made_by_autograd(out, fresh)
     used = evidence([r for r in (out.blocked, out.watched) if r], ("call", "bypass"))
     flags, lost = [], []
@@ -101,14 +89,6 @@ def apply_policy(
     if policy == "flag" and kept:
         flags.append(Flag("autograd", f"right only when autograd could run: {used}; graded as allowed", kept))
     if worked_around:
-        for v in verdicts.values():
-            if policy == "zero" and stopped and v.problem == "missing":  # not computed before the stop
-                _say(v, STOPPED)
         affected = [gid for gid, v in verdicts.items() if v.score < v.max_score]
-        how = (
-            "worked around the kit's autograd check"
-            if stopped
-            else "tried to switch off the kit's autograd check"
-        )
-        flags.append(Flag("tampering", f"{how}: {worked_around}", affected))
+        flags.append(Flag("tampering", f"tried to get under the kit's autograd check: {worked_around}", affected))
     return flags

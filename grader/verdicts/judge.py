@@ -32,6 +32,7 @@ from .autograd import apply_policy
 from .flags import Flag, flags, scan_plan
 from .grading import decide
 from .mistakes import known_mistakes
+from .numeric import apply_numeric
 from .scan import Finding
 from .time_limit import JudgeTimeout, time_limit
 from .training import training_verdict
@@ -92,6 +93,7 @@ def judge_submission(
         with time_limit(settings.judge_seconds):
             verdicts = all_verdicts(out, fresh, settings)
             autograd_flags = apply_policy(verdicts, out, fresh, settings.autograd_policy)
+            autograd_flags += apply_numeric(verdicts, out, plan, fresh, settings)
         overrun = None
     except JudgeTimeout as e:  # costs this submission only: the batch goes on
         overrun, autograd_flags = str(e), []

@@ -39,5 +39,7 @@ def test_trait_settings_are_the_fields_with_a_help_text():
         "carried_credit",
         "judge_seconds",
         "autograd_policy",
+        "numeric_factor",
+        "numeric_floor_seconds",
     ]
     assert all(f.metadata["help"] for f in trait_settings())

@@ -7,10 +7,10 @@ from __future__ import annotations
 from grader.exercise import spec
 from grader.replay.results import RunResult
 from grader.replay.run import ReplayOutput
-from grader.sandboxed.autograd_guard import BLOCK, OPEN, STOPPED_STATUS
+from grader.sandboxed.autograd_guard import BLOCK, OPEN
 from grader.settings import JudgeSettings
 from grader.verdicts import judge
-from grader.verdicts.autograd import NO_CREDIT, STOPPED, apply_policy, evidence, made_by_autograd
+from grader.verdicts.autograd import NO_CREDIT, apply_policy, evidence, made_by_autograd
 
 from conftest import JUDGE_SEED
 from replay_runs import honest_runs
@@ -68,20 +68,19 @@ def test_autograd_that_changed_no_gradient_costs_nothing(fresh):
         assert sum(v.score for v in verdicts.values()) == spec.total_points() and flags == []
 
 
-def test_a_stopped_run_loses_what_came_after_and_is_listed_as_tampering(fresh):
+def test_a_sign_of_getting_under_the_check_is_listed_and_costs_nothing_by_itself(fresh):
+    """Grad mode switched on by a route the entry points do not cover gets no graph (the
+    dispatcher's autograd kernels are off): the run goes on, its honest values count, and
+    the TAs see where it tried."""
     runs = honest_runs(fresh)
-    stop = {"kind": "bypass", "what": "the autograd engine", "cell": "ex1_solution", "line": 30}
-    later = [k for k in runs["main"].meta["values"] if not k.startswith(spec.ANSWER_CELLS[1])]
-    watched = _without(runs["main"], events=[CALL])
-    runs["main"] = _without(runs["main"], *later, status=STOPPED_STATUS, events=[stop])
-    out = ReplayOutput(runs, 1.0, mode=BLOCK, counterpart=watched)
-    assert made_by_autograd(out, fresh) == []  # lost to the stop, not to autograd
+    sign = {"kind": "bypass", "what": "grad mode switched on", "cell": "ex1_solution", "line": 30}
+    runs["main"] = _without(runs["main"], events=[sign])
+    out = ReplayOutput(runs, 1.0, mode=BLOCK, counterpart=_without(runs["main"], events=[]))
+    assert made_by_autograd(out, fresh) == []
     verdicts, flags = _graded(fresh, out, "zero")
-    assert verdicts["ex2_dlogits"].score == 0 and verdicts["ex2_dlogits"].hint == STOPPED
-    assert verdicts["ex1_dW1"].score == 1
-    assert [f.kind for f in flags] == ["tampering"]
-    assert "ex2_dlogits" in flags[0].grade_ids and "ex1_dW1" not in flags[0].grade_ids
-    assert "the autograd engine (ex1_solution, line 30)" in flags[0].evidence
+    assert sum(v.score for v in verdicts.values()) == spec.total_points()
+    assert [f.kind for f in flags] == ["tampering"] and flags[0].grade_ids == []
+    assert "grad mode switched on (ex1_solution, line 30)" in flags[0].evidence
 
 
 def test_evidence_names_each_route_once_with_its_lines():

@@ -1,0 +1,107 @@
+"""Gradients computed numerically earn nothing: finite differences need no derivative at all.
+
+A derived backward costs about what a forward pass costs; finite differences cost a forward
+pass (or a batch of them) per perturbed element. So each exercise's student cells (its answer
+cell and the cells the student added after it) are bounded by what a derived backward costs
+on this machine: the reference's own backward rules (grader/reference/steps.py) timed in this
+process on the same inputs, times `numeric_factor`, and never under `numeric_floor_seconds`.
+The runs count their cells' CPU seconds (grader/sandboxed/runner.py); the kernel counts each
+run's (the server's wait4): a run whose own count falls short of the kernel's by more than a
+budget changed it, and gets nothing for what it computed.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..exercise import spec
+from ..exercise.verdict import Verdict
+from ..reference import steps
+from ..reference.inputs import FreshInputs
+from ..replay.plan import AS_SUBMITTED
+from ..replay.results import RunResult
+from ..replay.run import ReplayOutput
+from ..settings import JudgeSettings
+from .flags import Flag
+
+NUMERIC = "computed numerically (finite differences), not derived: no credit"
+UNACCOUNTED = "the replay could not account for the CPU time of your code: no credit for what it computed"
+RUN_EXERCISES = {AS_SUBMITTED: (1, 2, 3, 4), "ex3": (3,)}  # local:dX runs: exercise 1
+_reference: list[float] = []
+
+
+def reference_seconds(fresh: FreshInputs) -> float:
+    """What the reference's derived backward costs here (the fastest of three, once a process)."""
+    if not _reference:
+        costs = []
+        for _ in range(3):
+            started = time.thread_time()
+            steps.manual_grads(fresh.values)
+            costs.append(time.thread_time() - started)
+        _reference.append(min(costs))
+    return _reference[0]
+
+
+def budget(settings: JudgeSettings, fresh: FreshInputs) -> float:
+    return max(settings.numeric_factor * reference_seconds(fresh), settings.numeric_floor_seconds)
+
+
+def sections(plan: list[dict]) -> dict[str, int]:
+    """Each student cell's exercise: an answer cell's own, an added cell the one before it."""
+    by_label, current = {}, 1
+    answers = {label: ex for ex, label in spec.ANSWER_CELLS.items()}
+    for cell in plan:
+        if cell["kind"] == "answer":
+            current = answers.get(cell.get("grade_id"), current)
+        if cell["kind"] in ("answer", "added"):
+            by_label[cell["label"]] = current
+    by_label[spec.EX4_FUNCTION] = 4
+    return by_label
+
+
+def costly(run: RunResult, plan: list[dict], limit: float, train_steps: int) -> dict[int, float]:
+    """Exercise -> CPU seconds of its student cells in this run, where over the limit."""
+    spent: dict[int, float] = {}
+    section = sections(plan)
+    for label, seconds in run.meta.get("cpu", {}).items():
+        if label in section:
+            spent[section[label]] = spent.get(section[label], 0.0) + seconds
+    training = run.meta.get("cpu", {}).get("training", 0.0)
+    if training > limit * max(train_steps, 1):  # manual_backward, once a step
+        spent[4] = max(spent.get(4, 0.0), training)
+    return {ex: s for ex, s in spent.items() if s > limit}
+
+
+def unaccounted(run: RunResult, limit: float) -> float:
+    """CPU seconds the kernel counted and the run's own count does not explain."""
+    if run.cpu is None or not run.meta:
+        return 0.0
+    missing = run.cpu - sum(run.meta.get("cpu", {}).values())
+    return missing if missing > limit else 0.0
+
+
+def apply_numeric(
+    verdicts: dict[str, Verdict], out: ReplayOutput, plan: list[dict], fresh: FreshInputs, settings: JudgeSettings
+) -> list[Flag]:
+    """Zero (policy "zero") or list (policy "flag") what numeric work produced."""
+    limit = budget(settings, fresh)
+    found: dict[int, str] = {}
+    for name, run in out.runs.items():
+        exercises = RUN_EXERCISES.get(name, (1,))
+        for ex, seconds in costly(run, plan, limit, settings.train_steps).items():
+            found.setdefault(ex, f"exercise {ex}'s cells took {seconds:.1f} CPU s (a derived backward: {limit:.2g} s at most)")
+        lost = unaccounted(run, limit)
+        for ex in exercises if lost else ():
+            found.setdefault(ex, f"{lost:.1f} CPU s of run {name} not in its own count")
+    flags = []
+    for ex, evidence in sorted(found.items()):
+        text = UNACCOUNTED if "not in its own count" in evidence else NUMERIC
+        ids = [g.grade_id for g in spec.GRADED if g.exercise == ex and verdicts[g.grade_id].score > 0]
+        if settings.autograd_policy == "zero":
+            for gid in ids:
+                v = verdicts[gid]
+                v.score, v.hint, v.lines, v.problem = 0.0, text, [*v.lines[:1], text], "numeric"
+        if ids:
+            allowed = "; no credit" if settings.autograd_policy == "zero" else "; graded as allowed"
+            flags.append(Flag("numeric", evidence + allowed, ids))
+    return flags
