@@ -18,6 +18,10 @@ and no derivative kernel. What this module adds is for the student's sake and th
   (ctypes, the garbage collector's object lists, /proc, torch's derivative source files, a
   folder opened as a file), new processes and threads; it holds only immutable state, so a
   frame or traceback that reaches it can change nothing;
+- ctypes's function pointers that call without an audit event (memmove, cast, the cached
+  pythonapi) are taken out of the loaded ctypes, and no extension module can be loaded (or
+  made again from its first copy, as _ctypes would be): the warm server loaded the standard
+  library's own beforehand, less those made for testing CPython's internals;
 - signal handlers other than the runner's alarm are refused;
 - after each statement the runner asks check() whether grad mode is on or a graph was built:
   a sign the entry points were worked around, listed for the TAs (it cannot earn anything).
@@ -25,6 +29,7 @@ and no derivative kernel. What this module adds is for the student's sake and th
 
 from __future__ import annotations
 
+import _imp
 import _signal
 import _thread
 import importlib
@@ -65,6 +70,36 @@ ENTRY_POINTS = {
     "torch": ("compile",),
 }
 TENSOR_METHODS = ("backward", "register_hook", "register_post_accumulate_grad_hook")
+# ctypes's ways to call C without an audit event: function pointers made at its import, and
+# the addresses they are made from. A blocked run finds none of them.
+CTYPES_UNAUDITED = (
+    "memmove",
+    "memset",
+    "cast",
+    "_cast",
+    "string_at",
+    "_string_at",
+    "wstring_at",
+    "_wstring_at",
+    "_memmove_addr",
+    "_memset_addr",
+    "_cast_addr",
+    "_string_at_addr",
+    "_wstring_at_addr",
+    "pythonapi",
+    "pydll",
+    "cdll",
+    "CDLL",
+    "PyDLL",
+    "CFUNCTYPE",
+    "PYFUNCTYPE",
+    "_CFuncPtr",
+    "_c_functype_cache",
+    "_dlopen",
+    "dlopen",
+    "call_function",
+    "call_cdeclfunction",
+)
 SIGNALS = ("signal", "setitimer", "alarm", "set_wakeup_fd", "pthread_kill", "pthread_sigmask", "siginterrupt")
 # Audited events a blocked run refuses: each reaches under the dispatcher or beside the run.
 REFUSED = frozenset(
@@ -74,6 +109,10 @@ REFUSED = frozenset(
         "ctypes.call_function",
         "ctypes.cdata",
         "ctypes.cdata/buffer",
+        "ctypes.string_at",
+        "ctypes.wstring_at",
+        "ctypes.create_string_buffer",
+        "ctypes.create_unicode_buffer",
         "gc.get_objects",
         "gc.get_referrers",
         "gc.get_referents",
@@ -132,9 +171,20 @@ def install(mode: str) -> Guard | None:
     derivative_block.seal()
     torch._C._set_grad_enabled(False)
     _replace_entry_points(guard)
+    _without_ctypes_calls()
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
     sys.addaudithook(_audit_hook(guard, frozenset(_identities(derivative_block.derivative_files()))))
     return guard
+
+
+def _without_ctypes_calls() -> None:
+    """torch imports ctypes: what it left that calls C unaudited goes (the audit hook refuses
+    importing _ctypes again, which would bring it back)."""
+    for name in ("ctypes", "_ctypes"):
+        module = sys.modules.get(name)
+        for attr in CTYPES_UNAUDITED if module else ():
+            module.__dict__.pop(attr, None)
+    sys.modules.pop("_ctypes", None)
 
 
 def _identities(paths: list[str]):
@@ -153,6 +203,8 @@ def _audit_hook(guard: Guard, protected: frozenset):
 
     def hook(event, args):
         why = event if event in refused else None
+        if event == "import" and type(args[0]) is str and args[0].partition(".")[0] in ("ctypes", "_ctypes"):
+            why = "loading ctypes"
         if why is None and event == "open":
             path = args[0]
             if type(path) not in plain:
@@ -176,10 +228,25 @@ def _audit_hook(guard: Guard, protected: frozenset):
     return hook
 
 
+# extension modules a blocked run may not have: they reach memory and interpreter internals
+NOT_PRELOADED = ("_test", "_xx", "xx", "_ctypes_test", "_tkinter", "_curses", "ossaudiodev", "nis", "spwd")
+
+
 def preload() -> None:
-    """Once, in the warm server: the modules whose entry points a blocked run replaces."""
+    """Once, in the warm server: the modules whose entry points a blocked run replaces, and
+    every extension module of the standard library an answer may import (a blocked run can
+    load none of its own)."""
     for module_name in ENTRY_POINTS:
         importlib.import_module(module_name)
+    folder = os.path.join(os.path.dirname(os.__file__), "lib-dynload")
+    names = [f.partition(".")[0] for f in (os.listdir(folder) if os.path.isdir(folder) else [])]
+    names += list(sys.builtin_module_names)
+    for name in sorted(set(names)):
+        if not name.startswith(NOT_PRELOADED):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - not built here: nobody can import it then either
+                pass
 
 
 def _replace_entry_points(guard: Guard) -> None:
@@ -194,6 +261,7 @@ def _replace_entry_points(guard: Guard) -> None:
     torch._C._set_grad_enabled = _grad_mode(guard)
     threads = _refuser(guard, "a thread (the replay runs on one)", autograd=False)
     _thread.start_new_thread = _thread.start_new = threading._start_new_thread = threads
+    _imp.create_dynamic = _imp.create_builtin = _refuser(guard, "loading an extension module", autograd=False)
     for module in (signal, _signal):
         for name in SIGNALS:
             if hasattr(module, name):

@@ -39,6 +39,8 @@ UNAVAILABLE = (
     "(a gradient must be your own formula)"
 )
 AUTOGRAD_KEYS = ("AutogradCPU", "AutogradOther", "AutogradNestedTensor", "AutogradMeta")
+
+
 # A derivative operator is refused at each of these it has a kernel for, and always on the CPU
 # (a registration there wins over a composite kernel) and at the composite key (decompose()).
 def _parsable(key: str) -> bool:
@@ -107,7 +109,9 @@ def _register_fallthrough(library, name: str, op: str) -> None:
 def _register_refusal(library, name: str, op: str) -> None:
     refuse = functools.partial(_refuse, name)
     keys = {"Autograd", "CPU", "CompositeImplicitAutograd"}
-    keys.update(k for k in AUTOGRAD_KEYS + KERNEL_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(name, k))
+    keys.update(
+        k for k in AUTOGRAD_KEYS + KERNEL_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(name, k)
+    )
     for key in sorted(keys):
         library.impl(op, key, refuse, False)
 
@@ -165,7 +169,13 @@ def _helper_functions(files: frozenset[str]) -> list[types.FunctionType]:
     and the decomposition tables, unwrapped."""
     found, seen = [], set()
     pending = [v for m in _helper_modules() for v in list(vars(m).values())]
-    pending += [v for m in _helper_modules() for c in vars(m).values() if isinstance(c, type) for v in vars(c).values()]
+    pending += [
+        v
+        for m in _helper_modules()
+        for c in vars(m).values()
+        if isinstance(c, type)
+        for v in vars(c).values()
+    ]
     tables = [torch._decomp.decomposition_table, *torch._decomp.global_decomposition_table.values()]
     pending += [v for table in tables for v in list(table.values())]
     while pending:
@@ -183,9 +193,7 @@ def _helper_functions(files: frozenset[str]) -> list[types.FunctionType]:
 
 
 def _helper_modules() -> list[types.ModuleType]:
-    return [
-        m for name, m in list(sys.modules.items()) if m is not None and name.startswith(DERIVATIVE_CODE)
-    ]
+    return [m for name, m in list(sys.modules.items()) if m is not None and name.startswith(DERIVATIVE_CODE)]
 
 
 _PLACEHOLDER = "\0refused\0"

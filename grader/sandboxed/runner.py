@@ -23,8 +23,8 @@ from ..exercise import network, spec
 from ..exercise.cells import strip_magics
 from ..exercise.compare import MISSING
 from .autograd_guard import Guard
-from .derivative_block import UNAVAILABLE
 from .backward_call import BackwardFailed, accepted_arguments, call_manual_backward, raised
+from .derivative_block import UNAVAILABLE
 from .record import ReplayPlan, RunInputs, RunRecord, ValueInfo
 
 _real_exit = os._exit  # the harness's own; a student's os._exit only ends a statement

@@ -90,5 +90,7 @@ def apply_policy(
         flags.append(Flag("autograd", f"right only when autograd could run: {used}; graded as allowed", kept))
     if worked_around:
         affected = [gid for gid, v in verdicts.items() if v.score < v.max_score]
-        flags.append(Flag("tampering", f"tried to get under the kit's autograd check: {worked_around}", affected))
+        flags.append(
+            Flag("tampering", f"tried to get under the kit's autograd check: {worked_around}", affected)
+        )
     return flags

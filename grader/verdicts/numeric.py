@@ -81,7 +81,11 @@ def unaccounted(run: RunResult, limit: float) -> float:
 
 
 def apply_numeric(
-    verdicts: dict[str, Verdict], out: ReplayOutput, plan: list[dict], fresh: FreshInputs, settings: JudgeSettings
+    verdicts: dict[str, Verdict],
+    out: ReplayOutput,
+    plan: list[dict],
+    fresh: FreshInputs,
+    settings: JudgeSettings,
 ) -> list[Flag]:
     """Zero (policy "zero") or list (policy "flag") what numeric work produced."""
     limit = budget(settings, fresh)
@@ -89,7 +93,10 @@ def apply_numeric(
     for name, run in out.runs.items():
         exercises = RUN_EXERCISES.get(name, (1,))
         for ex, seconds in costly(run, plan, limit, settings.train_steps).items():
-            found.setdefault(ex, f"exercise {ex}'s cells took {seconds:.1f} CPU s (a derived backward: {limit:.2g} s at most)")
+            found.setdefault(
+                ex,
+                f"exercise {ex}'s cells took {seconds:.1f} CPU s (a derived backward: {limit:.2g} s at most)",
+            )
         lost = unaccounted(run, limit)
         for ex in exercises if lost else ():
             found.setdefault(ex, f"{lost:.1f} CPU s of run {name} not in its own count")

@@ -1,36 +1,37 @@
-"""grader/sandboxed/autograd_guard.py in a forked child per test (the guard cannot be taken back:
-an audit hook stays for the process's life): what a blocked run refuses, what stops it, and
-that a watched run computes with autograd and says where."""
+"""grader/sandboxed/autograd_guard.py in a forked child per test (a blocked run's state cannot be
+taken back: an audit hook and the sealed dispatcher stay for the process's life), set up as the
+warm server sets a run up (derivative_block.install, then the guard): what a blocked run refuses,
+that no route around the entry points yields a derivative, and that nothing a student can reach
+from a frame, a closure or a signal handler turns autograd back on."""
 
 from __future__ import annotations
 
 import json
 import os
 
-import pytest
 import torch
 
 from grader.sandboxed import autograd_guard as ag
+from grader.sandboxed import derivative_block
 
 
 def in_child(mode: str, body) -> dict:
-    """Run body(guard) in a fork with the guard installed; return what it reported, or the
-    events the guard's on_stop sent when it stopped the child."""
+    """Run body(guard) in a fork set up as a replay run is; return what it reported."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         code = 0
         try:
-
-            def stop(guard):
-                os.write(w, json.dumps({"stopped": True, "events": guard.events}).encode())
-                os._exit(ag.STOPPED)
-
-            guard = ag.install(mode, stop)
-            guard.where = ("cell", 3)
+            derivative_block.install()
+            ag.preload()
+            guard = ag.install(mode)
+            if guard:
+                guard.where = ("cell", 3)
             out = body(guard)
-            os.write(w, json.dumps({"stopped": False, "out": out, "events": guard.events}).encode())
+            if guard:
+                guard.check()
+            os.write(w, json.dumps({"out": out, "events": guard.events if guard else []}).encode())
         except BaseException as e:  # noqa: BLE001 - reported to the parent
             os.write(w, json.dumps({"crash": repr(e)}).encode())
             code = 1
@@ -41,10 +42,9 @@ def in_child(mode: str, body) -> dict:
     while chunk := os.read(r, 1 << 16):
         data += chunk
     os.close(r)
-    _, status = os.waitpid(pid, 0)
-    result = json.loads(data) if data else {"stopped": None}  # stopped before it could say so
+    os.waitpid(pid, 0)
+    result = json.loads(data)
     assert "crash" not in result, result
-    result["exit"] = os.WEXITSTATUS(status)
     return result
 
 
@@ -61,6 +61,15 @@ def _refused(fn) -> str:
     return "allowed"
 
 
+def _gradient(fn) -> list | str:
+    """What a route to autograd yields for d/dw sum(w * [0, 1, 2]) at w = 1: never [0, 1, 2]."""
+    try:
+        g = fn()
+    except Exception as e:  # noqa: BLE001 - an error is one way of yielding nothing
+        return type(e).__name__
+    return g.tolist() if isinstance(g, torch.Tensor) else repr(g)
+
+
 def test_a_blocked_run_refuses_every_entry_point_and_says_why():
     def body(guard):
         w, loss = _loss()
@@ -75,142 +84,148 @@ def test_a_blocked_run_refuses_every_entry_point_and_says_why():
             "forward_ad": _refused(lambda: torch.autograd.forward_ad.dual_level()),
             "hook": _refused(lambda: w.register_hook(print)),
             "script": _refused(lambda: torch.jit.script(lambda x: x)),
+            "engine": _refused(
+                lambda: torch.autograd.variable.Variable._execution_engine.run_backward((loss,), (None,))
+            ),
+            "tanh_backward": _refused(lambda: torch.ops.aten.tanh_backward(w, w)),
         }
 
     result = in_child(ag.BLOCK, body)
-    assert not result["stopped"]
     for name, said in result["out"].items():
         assert "not available when the autograder replays your notebook" in said, name
     assert {e["kind"] for e in result["events"]} == {"call"}
-    assert {"torch.autograd.grad", "Tensor.backward", "torch.func.grad"} <= {
+    assert {"torch.autograd.grad", "Tensor.backward", "torch.func.grad", "aten::tanh_backward"} <= {
         e["what"] for e in result["events"]
     }
     assert all((e["cell"], e["line"]) == ("cell", 3) for e in result["events"])
 
 
-def test_every_reference_torch_keeps_to_a_derivative_starter_is_replaced():
-    """torch's own modules import some under other names (predispatch's _enter_dual_level_impl);
-    called from C, through itertools.starmap, an original would not be seen by the hook."""
-    held = ag.preload()
-    assert ("torch._functorch.predispatch", "_enter_dual_level_impl", "forward-mode AD") in held
-    assert (
-        "torch._functorch.eager_transforms",
-        "_grad_increment_nesting",
-        "torch.func's grad transform",
-    ) in held
+def test_honest_work_is_untouched_in_a_blocked_run():
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    expected = torch.nn.functional.cross_entropy((x @ x.T).tanh(), torch.tensor([0, 1, 2, 3])).item()
+
+    def body(guard):
+        with torch.no_grad():
+            y = (x @ x.T).tanh()
+        torch.set_grad_enabled(False)
+        loss = torch.nn.functional.cross_entropy(y, torch.tensor([0, 1, 2, 3]))
+        return {"loss": loss.item(), "grad_mode": torch.is_grad_enabled()}
+
+    result = in_child(ag.BLOCK, body)
+    assert result["out"] == {"loss": expected, "grad_mode": False} and not result["events"]
+
+
+def test_no_route_around_the_entry_points_yields_a_derivative():
+    """Each of these switched autograd back on under the guard of the last round, or would (grad
+    mode switched on in C++ by InferenceMode(False), the engine found through
+    object.__subclasses__, torch.func's own implementation, forward mode's C entry): the graph
+    they need is not made at the dispatcher, so they get nothing, and the TAs see the sign."""
 
     def body(guard):
         import importlib
-        import itertools
 
-        out = {}
-        for module, attr, _ in held:
-            fn = getattr(importlib.import_module(module), attr)
-            out[f"{module}.{attr}"] = _refused(lambda fn=fn: list(itertools.starmap(fn, [()])))
+        switched_on = torch._C._InferenceMode(False)  # grad mode on, no Python switch involved
+        switched_on.__enter__()
+        w = torch.ones(3).requires_grad_()
+        loss = (w * torch.arange(3.0)).sum()
+        engine = next(c for c in object.__subclasses__() if c.__name__ == "_EngineBase")
+        impl = importlib.import_module("torch._functorch.eager_transforms").grad_impl
+        out = {
+            "grad_fn": repr(loss.grad_fn),
+            "engine": _gradient(
+                lambda: engine().run_backward((loss,), (torch.ones(()),), False, False, (w,), False, False)
+            ),
+            "grad_impl": _gradient(
+                lambda: impl(lambda x: (x * torch.arange(3.0)).sum(), (0,), False, (w.detach(),), {})
+            ),
+            "dual": _gradient(lambda: torch._C._enter_dual_level()),
+            "inference_mode_off": _gradient(lambda: _in_inference_mode_off()),
+        }
+        guard.check()
+        switched_on.__exit__(None, None, None)
         return out
 
     result = in_child(ag.BLOCK, body)
-    assert not result["stopped"] and all("not available" in v for v in result["out"].values()), result
+    out = result["out"]
+    assert out["grad_fn"] == "None"
+    for route in ("engine", "grad_impl", "inference_mode_off"):
+        assert out[route] != [0.0, 1.0, 2.0] and out[route] != [[0.0, 1.0, 2.0]], (route, out[route])
+    assert ("bypass", "grad mode switched on") in {(e["kind"], e["what"]) for e in result["events"]}
 
 
-def test_honest_work_is_untouched_in_a_blocked_run():
-    def body(guard):
-        with torch.no_grad():
-            x = torch.randn(4, 3)
-        torch.set_grad_enabled(False)
-        y = (x @ x.T).tanh().sum(0)
-        return {"shape": list(y.shape), "grad_mode": torch.is_grad_enabled()}
-
-    result = in_child(ag.BLOCK, body)
-    assert result["out"] == {"shape": [4], "grad_mode": False} and not result["events"]
+def _in_inference_mode_off():
+    with torch.inference_mode(False):  # InferenceMode(False) switches grad mode on in C++
+        w = torch.ones(3).requires_grad_()
+        return torch.autograd.grad((w * torch.arange(3.0)).sum(), w)[0]
 
 
-@pytest.mark.parametrize(
-    "route",
-    ["wrapper_closure", "kept_reference", "engine", "dual_level", "thread", "c_chain", "edited_guard"],
-)
-def test_a_blocked_run_that_works_around_the_entry_points_is_stopped(route):
-    """Each reaches autograd's C functions without the replaced Python names: through the
-    original the kit's own grad-mode wrapper keeps, or references taken before the guard (as
-    one the kit did not know of would be)."""
-    switch = torch._C._set_grad_enabled
-    enter = torch._C._enter_dual_level
-    import _thread
-
-    start = _thread.start_new_thread
+def test_no_signal_handler_can_be_set_and_one_set_anyway_reaches_nothing():
+    """A handler runs wherever the signal lands, so none may be set (reloading _signal brings
+    nothing back); and were one set, nothing of the guard is in a Python frame to edit: a
+    handler that edits every closure it can reach still leaves no graph to make."""
 
     def body(guard):
-        if route == "wrapper_closure":
-            cells = torch._C._set_grad_enabled.__closure__
-            next(
-                c.cell_contents
-                for c in cells
-                if getattr(c.cell_contents, "__name__", "") == "_set_grad_enabled"
-            )(True)
-        elif route == "kept_reference":
-            list(map(switch, [True]))  # a C-driven call: caught on the next event
-            len([])
-        elif route == "engine":
-            engine = next(c for c in object.__subclasses__() if c.__name__ == "_EngineBase")
-            engine().run_backward((torch.ones(1),), (torch.ones(1),), False, False, (), False, False)
-        elif route == "dual_level":
-            enter()
-        elif route == "c_chain":  # grad mode on and off inside C calls: no event sees it on
-            leaf = torch.ones(2).requires_grad_()
-            exec(
-                "list(map(switch, [True])); list(map(leaf.mul, [leaf])); list(map(switch, [False]))",
-                {"switch": switch, "leaf": leaf},
-            )
-        elif route == "edited_guard":  # what a student can reach of the guard changes nothing
-            guard.note = guard.refuse = None
-            guard.events.clear()
-            switch(True)
-        else:
-            start(print, ())
-        return "not stopped"
-
-    result = in_child(ag.BLOCK, body)
-    assert result["exit"] == ag.STOPPED, result
-    if route != "edited_guard":
-        assert result["stopped"] and result["events"][-1]["kind"] == "bypass", result
-
-
-def test_a_statement_timeout_inside_the_hook_does_not_unhook_it():
-    """SIGALRM ends a statement (runner.py) wherever it lands, the hook included: raised inside
-    the hook, it would make Python unhook it."""
-    switch = torch._C._set_grad_enabled
-
-    def body(guard):
+        import _signal
+        import importlib
         import signal
-        import time
 
-        from grader.sandboxed.runner import Runner, StatementTimeout
+        out = {
+            name: _refused(fn)
+            for name, fn in {
+                "signal": lambda: signal.signal(signal.SIGPROF, print),
+                "setitimer": lambda: signal.setitimer(signal.ITIMER_PROF, 0.001),
+                "_signal": lambda: _signal.signal(signal.SIGPROF, print),
+                "wakeup": lambda: signal.set_wakeup_fd(-1),
+            }.items()
+        }
+        seen = []
 
-        signal.signal(signal.SIGALRM, Runner({}, {}).on_alarm)
-        timeouts = 0
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 1.0:
-            try:  # one timer at a time, and none left outside the try
-                signal.setitimer(signal.ITIMER_REAL, 0.0005)
-                for _ in range(1000):
-                    len([])  # a C call: an event for the hook, many times over
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            except StatementTimeout:
-                timeouts += 1
-        assert timeouts > 10, timeouts
-        switch(True)
-        return f"not stopped after {timeouts} timeouts"
+        def handler(signum, frame):  # what issue 16's attacker did: edit the frames it lands in
+            while frame is not None:
+                seen.append(frame.f_code.co_name)
+                for value in list(frame.f_locals.values()):
+                    for cell in getattr(value, "__closure__", None) or ():
+                        try:
+                            if callable(cell.cell_contents):
+                                cell.cell_contents = lambda *a, **k: None
+                        except Exception:  # noqa: BLE001
+                            pass
+                frame = frame.f_back
+
+        out["reloaded"] = _refused(lambda: importlib.reload(_signal).signal(signal.SIGPROF, handler))
+        frame = __import__("sys")._getframe()
+        handler(signal.SIGPROF, frame)  # as if it had landed here: every closure it reaches edited
+        torch._C._InferenceMode(False).__enter__()
+        w = torch.ones(3).requires_grad_()
+        out["after"] = _gradient(lambda: _engine_gradient(w))
+        out["handler ran"] = bool(seen)
+        return out
 
     result = in_child(ag.BLOCK, body)
-    # stopped by the bypass at the end, not by Python unhooking a hook that raised (which the
-    # audit hook would take for tampering: an honest slow statement must not end a run)
-    assert result["exit"] == ag.STOPPED and result["stopped"], result
-    assert result["events"][-1]["kind"] == "bypass" and "tamper" not in str(result["events"]), result
+    out = result["out"]
+    for name in ("signal", "setitimer", "_signal", "wakeup", "reloaded"):
+        assert "not available" in out[name], (name, out)
+    assert out["handler ran"] and out["after"] != [0.0, 1.0, 2.0], out
+    assert {("tamper", "signal.signal"), ("tamper", "signal.setitimer")} <= {
+        (e["kind"], e["what"]) for e in result["events"]
+    }
 
 
-def test_a_blocked_run_cannot_unhook_the_guard_or_reach_under_it():
-    switch = torch._C._set_grad_enabled
+def _reimported_ctypes():
+    import importlib
+    import sys
 
+    sys.modules.pop("_ctypes", None)
+    return importlib.import_module("_ctypes")._memmove_addr
+
+
+def _engine_gradient(w):
+    engine = next(c for c in object.__subclasses__() if c.__name__ == "_EngineBase")
+    loss = (w * torch.arange(3.0)).sum()
+    return engine().run_backward((loss,), (torch.ones(()),), False, False, (w,), False, False)[0]
+
+
+def test_a_blocked_run_cannot_reach_under_the_dispatcher():
     def body(guard):
         import ctypes
         import gc
@@ -221,53 +236,107 @@ def test_a_blocked_run_cannot_unhook_the_guard_or_reach_under_it():
             "thread": lambda: threading.Thread(target=print).start(),
             "fork": os.fork,
             "ctypes": lambda: ctypes.CDLL(None),
+            "pythonapi": lambda: ctypes.pythonapi.Py_IncRef(ctypes.py_object(1)),
+            "memmove": lambda: ctypes.memmove(id(out), id(out), 1),  # no audit event of its own
+            "cast": lambda: ctypes.cast(id(out), ctypes.py_object),
+            "_ctypes again": lambda: _reimported_ctypes(),
             "gc": gc.get_objects,
             "proc": lambda: open("/proc/self/mem", "rb"),  # noqa: SIM115 - refused before it opens
         }.items():
             try:
-                out[name] = str(fn())
-            except ag.AutogradUnavailable as e:
-                out[name] = str(e)
-        import sys
-
-        for name, fn in {
-            "setprofile": lambda: sys.setprofile(None),
-            "settrace": lambda: sys.settrace(print),
-        }.items():
-            try:
-                out[name] = str(fn())
-            except ag.AutogradUnavailable as e:
-                out[name] = str(e)
-
-        switch(True)  # still watched: stopped
+                fn()
+                out[name] = "allowed"
+            except (ag.AutogradUnavailable, AttributeError) as e:  # refused, or not there at all
+                out[name] = f"{type(e).__name__}: {e}"
         return out
 
     result = in_child(ag.BLOCK, body)
-    assert result["stopped"]
-    kinds = [(e["kind"], e["what"]) for e in result["events"]]
-    assert ("refused", "ctypes.dlopen") in kinds and ("refused", "gc.get_objects") in kinds
-    assert (
-        ("refused", "open") in kinds
-        and ("tamper", "sys.setprofile") in kinds
-        and ("tamper", "sys.settrace") in kinds
-    )
-    assert kinds[-1] == ("bypass", "grad mode switched on")
-    assert ("refused", "a thread (the replay runs on one)") in kinds and ("refused", "os.fork") in kinds
+    assert "allowed" not in result["out"].values(), result["out"]
+    assert "ctypes" in result["out"]["memmove"]
+    assert "loading an extension module" in result["out"]["_ctypes again"]
+    kinds = {(e["kind"], e["what"]) for e in result["events"]}
+    assert {
+        ("tamper", "loading an extension module"),
+        ("tamper", "gc.get_objects"),
+        ("tamper", "os.fork"),
+    } <= kinds
+    assert ("tamper", "a thread (the replay runs on one)") in kinds
 
 
-def test_a_watched_run_computes_with_autograd_and_says_where():
+def test_torchs_derivative_source_cannot_be_opened_by_any_name():
+    """Loading torch._decomp again from its source would bring its functions back: the file is
+    refused by what it is (a symlink to it too), and so is a folder (a path relative to an
+    open folder would name the file without the hook seeing it)."""
+    source = derivative_block.derivative_files()[0]
+
     def body(guard):
-        w, _ = _loss()
-        with torch.enable_grad():
-            _, loss = _loss()
-        guard.where = ("cell", 9)
-        with torch.enable_grad():
-            w = torch.ones(3).requires_grad_()
-            (g,) = torch.autograd.grad((w * torch.arange(3.0)).sum(), w)
-        return g.tolist()
+        import importlib
 
-    result = in_child(ag.WATCH, body)
-    assert result["out"] == [0.0, 1.0, 2.0] and not result["stopped"]
-    assert {e["kind"] for e in result["events"]} == {"call"}
-    assert {"grad mode switched on", "the autograd engine"} <= {e["what"] for e in result["events"]}
-    assert {e["line"] for e in result["events"] if e["what"] == "the autograd engine"} == {9}
+        link = "/tmp/innocent.py"
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(source, link)
+
+        class Sneaky(str):
+            def startswith(self, *a):
+                return False
+
+        return {
+            "direct": _refused(lambda: open(source).read()),  # noqa: SIM115
+            "symlink": _refused(lambda: open(link).read()),  # noqa: SIM115
+            "folder": _refused(lambda: os.open(os.path.dirname(source), os.O_RDONLY)),
+            "own path type": _refused(lambda: open(Sneaky(link)).read()),  # noqa: SIM115
+            "reload": _refused(
+                lambda: importlib.reload(importlib.import_module("torch._decomp.decompositions"))
+            ),
+            "names.txt-like": str(len(open(__file__).read()) > 0),  # noqa: SIM115 - honest reads work
+        }
+
+    out = in_child(ag.BLOCK, body)["out"]
+    assert out.pop("names.txt-like") == "True"
+    assert all("not available" in said for said in out.values()), out
+
+
+def test_the_audit_hooks_frame_holds_nothing_to_change():
+    """Reached from a traceback, the hook's frame shows its variables: every one is immutable
+    or a C function, so clearing or editing them changes no refusal."""
+
+    def body(guard):
+        import gc
+
+        try:
+            gc.get_objects()
+        except ag.AutogradUnavailable as e:
+            tb = e.__traceback__
+            while tb.tb_next:
+                tb = tb.tb_next
+            frame_vars = tb.tb_frame.f_locals
+        mutable = {
+            k: type(v).__name__
+            for k, v in frame_vars.items()
+            if isinstance(v, (dict, list, set)) or (hasattr(v, "__dict__") and not callable(v))
+        }
+        for v in frame_vars.values():
+            if isinstance(v, frozenset):
+                try:
+                    v.clear()  # frozensets have no clear
+                except AttributeError:
+                    pass
+        return {"mutable": mutable, "again": _refused(gc.get_objects)}
+
+    out = in_child(ag.BLOCK, body)["out"]
+    assert out["mutable"] == {}, out
+    assert "not available" in out["again"]
+
+
+def test_watched_and_open_runs_have_torch_as_it_ships():
+    def body(guard):
+        w = torch.ones(3).requires_grad_()
+        with torch.enable_grad():
+            (g,) = torch.autograd.grad((w * torch.arange(3.0)).sum(), w)
+        x = torch.full((2,), 0.5)
+        return {"grad": g.tolist(), "tanh_backward": torch.ops.aten.tanh_backward(x, x).tolist()}
+
+    for mode in (ag.WATCH, ag.OPEN):
+        result = in_child(mode, body)
+        assert result["out"] == {"grad": [0.0, 1.0, 2.0], "tanh_backward": [0.375, 0.375]}, mode
