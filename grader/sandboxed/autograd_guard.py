@@ -221,7 +221,7 @@ def _audit_hook(guard: Guard, protected: frozenset):
         if why:
             try:
                 note("tamper", why)
-            except BaseException:  # noqa: BLE001 - the note is the student's to spoil, not the refusal
+            except Exception:  # noqa: BLE001 - the note is the student's to spoil, not the refusal
                 pass
             raise AutogradUnavailable(f"{why} is not available when the autograder replays your notebook")
 
@@ -229,7 +229,18 @@ def _audit_hook(guard: Guard, protected: frozenset):
 
 
 # extension modules a blocked run may not have: they reach memory and interpreter internals
-NOT_PRELOADED = ("_test", "_xx", "xx", "_ctypes_test", "_tkinter", "_curses", "ossaudiodev", "nis", "spwd")
+NOT_PRELOADED = (
+    "_test",
+    "_xx",
+    "xx",
+    "_ctypes",
+    "_tkinter",
+    "_curses",
+    "readline",
+    "ossaudiodev",
+    "nis",
+    "spwd",
+)
 
 
 def preload() -> None:

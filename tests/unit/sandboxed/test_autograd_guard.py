@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
+import time
 
 import torch
 
@@ -15,7 +18,7 @@ from grader.sandboxed import autograd_guard as ag
 from grader.sandboxed import derivative_block
 
 
-def in_child(mode: str, body) -> dict:
+def in_child(mode: str, body, install=ag.install) -> dict:
     """Run body(guard) in a fork set up as a replay run is; return what it reported."""
     r, w = os.pipe()
     pid = os.fork()
@@ -25,7 +28,7 @@ def in_child(mode: str, body) -> dict:
         try:
             derivative_block.install()
             ag.preload()
-            guard = ag.install(mode)
+            guard = install(mode)
             if guard:
                 guard.where = ("cell", 3)
             out = body(guard)
@@ -38,11 +41,17 @@ def in_child(mode: str, body) -> dict:
         finally:
             os._exit(code)
     os.close(w)
-    data = b""
-    while chunk := os.read(r, 1 << 16):
+    data, deadline = b"", time.monotonic() + 120
+    while select.select([r], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        chunk = os.read(r, 1 << 16)
+        if not chunk:
+            break
         data += chunk
     os.close(r)
+    if time.monotonic() >= deadline:
+        os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
+    assert data, "the child said nothing in 120 s"
     result = json.loads(data)
     assert "crash" not in result, result
     return result
@@ -340,3 +349,42 @@ def test_watched_and_open_runs_have_torch_as_it_ships():
     for mode in (ag.WATCH, ag.OPEN):
         result = in_child(mode, body)
         assert result["out"] == {"grad": [0.0, 1.0, 2.0], "tanh_backward": [0.375, 0.375]}, mode
+
+
+def test_statement_timeouts_landing_anywhere_change_nothing():
+    """The last round's race: a statement's alarm landing inside a Python hook unhooked it. No
+    hook holds the block now, so a thousand timeouts leave every refusal in place."""
+
+    def body(guard):
+        import gc
+
+        from grader.sandboxed.runner import Runner, StatementTimeout, _setitimer
+
+        runner = Runner({}, {})
+        import signal
+
+        assert signal.getsignal(signal.SIGALRM).__func__ is type(runner).on_alarm
+        timeouts = 0
+        while timeouts < 1000:
+            try:
+                _setitimer(signal.ITIMER_REAL, 0.0001)
+                while True:
+                    _refused(gc.get_objects)  # the audit hook, over and over
+            except StatementTimeout:
+                timeouts += 1
+        _setitimer(signal.ITIMER_REAL, 0)
+        w = torch.ones(3).requires_grad_()
+        torch._C._InferenceMode(False).__enter__()
+        return {"timeouts": timeouts, "gc": _refused(gc.get_objects), "graph": repr((w * 2).sum().grad_fn)}
+
+    def with_alarm(mode):
+        import signal
+
+        from grader.sandboxed.runner import Runner
+
+        signal.signal(signal.SIGALRM, Runner({}, {}).on_alarm)  # as the server does, first
+        return ag.install(mode)
+
+    result = in_child(ag.BLOCK, body, install=with_alarm)
+    assert result["out"]["timeouts"] == 1000 and "not available" in result["out"]["gc"], result["out"]
+    assert result["out"]["graph"] == "None"
