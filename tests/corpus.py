@@ -327,7 +327,12 @@ CORPUS = [
 
 # every route to autograd (exact scores, the hint, listed), and autograd used honestly
 CORPUS += [
-    Case(Sample(student, f"autograd: {what}", replace={"ex1_solution": answer}), zeros, dict([hint]), True)
+    Case(
+        Sample(student, f"autograd: {what}", replace={"ex1_solution": answer}),
+        zeros,
+        dict([hint] if hint else []),
+        True,
+    )
     for student, what, answer, zeros, hint in AUTOGRAD_CASES
 ] + [Case(HONEST_CHECKS)]
 
