@@ -107,6 +107,29 @@ def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.Complet
     return proc
 
 
+def nbgrader_split(course: Path, students: list[str], *args: str, ways: int = 2) -> None:
+    """`nbgrader *args` in `course` as `ways` processes at once, each on its share of `students`
+    (the others excluded with --CourseDirectory.student_id_exclude, as grader.batch's workers
+    do): the same nbgrader run for every submission, on as many cores."""
+    import tempfile
+
+    env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    runs = []
+    for k in range(ways):
+        others = [s for i, s in enumerate(students) if i % ways != k]
+        out = tempfile.TemporaryFile("w+")  # noqa: SIM115 - read after the process ends
+        cmd = [str(VENV_BIN / "nbgrader"), *args, f"--CourseDirectory.student_id_exclude={','.join(others)}"]
+        runs.append((subprocess.Popen(cmd, cwd=course, env=env, stdout=out, stderr=subprocess.STDOUT), out))
+    failed = []
+    for proc, out in runs:
+        proc.wait(timeout=1800)
+        out.seek(0)
+        if proc.returncode != 0:
+            failed.append(f"({proc.returncode}) {' '.join(proc.args[1:])}:\n{out.read()[-5000:]}")
+        out.close()
+    assert not failed, "nbgrader failed " + "\n".join(failed)
+
+
 def make_course(dest: Path, names: Path) -> Path:
     """A fresh course folder: the repo's source/ and nbgrader_config.py, plus names.txt."""
     dest.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,10 @@ What a blocked run then lacks does not depend on any Python object the student c
   refuses, at every dispatch key it has a kernel for, so torch.ops, torch._C._nn, torch.*,
   decompositions and graphs all land on it;
 - the Python functions of torch's derivative helpers (DERIVATIVE_CODE: decompositions, refs,
-  torch.nn.grad, gradcheck's finite differences) have code that refuses, and their source
-  files cannot be opened (autograd_guard's audit hook), so they cannot be loaded again.
+  torch.nn.grad, gradcheck's finite differences, the fused linear + cross-entropy that computes
+  its gradients in its forward, per-sample gradients) and the backward of every autograd
+  Function torch defines in Python have code that refuses, and the helpers' source files
+  cannot be opened (autograd_guard's audit hook), so they cannot be loaded again.
 The registrations live in C++; their Python handles are kept alive by a reference count that
 no Python object holds (seal()), so nothing the student can reach can take them back.
 """
@@ -24,6 +26,7 @@ import functools
 import importlib.util
 import linecache
 import os
+import pkgutil
 import re
 import sys
 import types
@@ -33,7 +36,17 @@ import torch
 from torch.library import fallthrough_kernel
 
 DERIVATIVE = re.compile(r"backward|_jvp$|(?<!retain)(?<!retains)_grad$|^_fw_primal|_make_dual|_unpack_dual")
-DERIVATIVE_CODE = ("torch._decomp", "torch._refs", "torch.nn.grad", "torch.autograd.gradcheck")
+DERIVATIVE_CODE = (
+    "torch._decomp",
+    "torch._refs",
+    "torch.nn.grad",
+    "torch.autograd.gradcheck",
+    "torch.nn.modules.linear_cross_entropy",
+    "torch.nn.modules._functions",
+    "torch.nn.utils._expanded_weights",
+    "torch._lobpcg",
+)
+FUNCTION_DERIVATIVES = ("backward", "jvp", "vjp", "vmap")  # an autograd Function's own
 UNAVAILABLE = (
     "is torch's own derivative code: not available when the autograder replays your notebook "
     "(a gradient must be your own formula)"
@@ -159,9 +172,36 @@ def _code_files() -> frozenset[str]:
 
 
 def _neutralise_helpers() -> None:
-    for fn in _helper_functions(_code_files()):
-        _CODES[fn] = fn.__code__
-        fn.__code__ = _refusing_code(fn)
+    _import_helpers()
+    for fn in _helper_functions(_code_files()) + _function_backwards():
+        if fn not in _CODES:
+            _CODES[fn] = fn.__code__
+            fn.__code__ = _refusing_code(fn)
+
+
+def _import_helpers() -> None:
+    """Every module of the helpers' packages, so that all their functions are found."""
+    for name in DERIVATIVE_CODE:
+        try:
+            module = importlib.import_module(name)
+            for info in pkgutil.walk_packages(getattr(module, "__path__", []), prefix=name + "."):
+                importlib.import_module(info.name)
+        except Exception:  # noqa: BLE001 - a helper this torch lacks (or cannot import) is no helper
+            pass
+
+
+def _function_backwards() -> list[types.FunctionType]:
+    """The backward (and jvp, vjp) of every torch.autograd.Function defined in torch's files."""
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    found, pending = [], list(torch.autograd.Function.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending += cls.__subclasses__()
+        for name in FUNCTION_DERIVATIVES:
+            fn = getattr(vars(cls).get(name), "__func__", vars(cls).get(name))
+            if isinstance(fn, types.FunctionType) and fn.__code__.co_filename.startswith(torch_dir):
+                found.append(fn)
+    return found
 
 
 def _helper_functions(files: frozenset[str]) -> list[types.FunctionType]:

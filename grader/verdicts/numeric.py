@@ -1,10 +1,13 @@
 """Gradients computed numerically earn nothing: finite differences need no derivative at all.
 
 A derived backward costs about what a forward pass costs; finite differences cost a forward
-pass (or a batch of them) per perturbed element. So each exercise's student cells (its answer
-cell and the cells the student added after it) are bounded by what a derived backward costs
-on this machine: the reference's own backward rules (grader/reference/steps.py) timed in this
-process on the same inputs, times `numeric_factor`, and never under `numeric_floor_seconds`.
+pass (or a batch of them) per perturbed element, and every gradient has 27 elements or more.
+So each exercise's student cells (its answer cell and the cells the student added after it)
+are bounded by `numeric_factor` times the larger of what a forward pass costs in the same run
+(the notebook's own forward cell, spec.FORWARD_CELL) and what the reference's derived backward
+costs here (grader/reference/steps.py, timed in this process), and never under
+`numeric_floor_seconds`. An honest answer, the lecture's loops included, takes a few forward
+passes' time; central differences over one gradient take 54 or more.
 The runs count their cells' CPU seconds (grader/sandboxed/runner.py); the kernel counts each
 run's (the server's wait4): a run whose own count falls short of the kernel's by more than a
 budget changed it, and gets nothing for what it computed.
@@ -42,8 +45,11 @@ def reference_seconds(fresh: FreshInputs) -> float:
     return _reference[0]
 
 
-def budget(settings: JudgeSettings, fresh: FreshInputs) -> float:
-    return max(settings.numeric_factor * reference_seconds(fresh), settings.numeric_floor_seconds)
+def budget(settings: JudgeSettings, fresh: FreshInputs, out: ReplayOutput | None = None) -> float:
+    main = out.runs.get(AS_SUBMITTED) if out else None
+    forward = main.meta.get("cpu", {}).get(spec.FORWARD_CELL, 0.0) if main else 0.0
+    unit = max(reference_seconds(fresh), forward)
+    return max(settings.numeric_factor * unit, settings.numeric_floor_seconds)
 
 
 def sections(plan: list[dict]) -> dict[str, int]:
@@ -88,7 +94,7 @@ def apply_numeric(
     settings: JudgeSettings,
 ) -> list[Flag]:
     """Zero (policy "zero") or list (policy "flag") what numeric work produced."""
-    limit = budget(settings, fresh)
+    limit = budget(settings, fresh, out)
     found: dict[int, str] = {}
     for name, run in out.runs.items():
         exercises = RUN_EXERCISES.get(name, (1,))

@@ -14,16 +14,15 @@ from grader.course.report import read_scores
 from grader.course.submissions import write_submissions
 from grader.exercise import spec
 
-from conftest import make_course, nbgrader, shown_cells
+from conftest import make_course, nbgrader, nbgrader_split, shown_cells
 from corpus import CORPUS
 
 ALL = [g.grade_id for g in spec.GRADED]
 
 
 @pytest.fixture(scope="module")
-def corpus_course(tmp_path_factory, names_txt):
-    course = make_course(tmp_path_factory.mktemp("corpus"), names_txt)
-    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+def corpus_course(tmp_path_factory, new_course):
+    course = new_course(tmp_path_factory.mktemp("corpus"))
     write_submissions([c.sample for c in CORPUS], course=course)
     nbgrader(course, "autograde", "backprop_ninja", "--force")
     nbgrader(course, "generate_feedback", "backprop_ninja", "--force")
@@ -99,6 +98,7 @@ def test_cheats_are_listed_for_tas(corpus_course):
         e["students"][0]: e for e in signs if e["evidence"].startswith("right only when autograd could run")
     }
     made_by = {"a01_enable_grad", "a02_backward", "a03_func", "a04_forward_mode", "a05_decoded", "a07_unhook"}
+    made_by |= {"d01_aten", "d02_decomp", "d03_conv", "d06_signal_unhook"}
     assert set(made) == made_by
     for case in (c for c in CORPUS if c.sample.student in made):
         assert set(made[case.sample.student]["grade_ids"]) == case.zeros, case.sample.student
@@ -106,10 +106,38 @@ def test_cheats_are_listed_for_tas(corpus_course):
     assert "Tensor.backward" in made["a02_backward"]["evidence"]
     assert "torch.func.jacrev" in made["a03_func"]["evidence"]
     assert "torch.autograd.forward_ad.dual_level" in made["a04_forward_mode"]["evidence"]
-    assert kinds("a06_kept_original", "worked around the kit's autograd check") == {"tampering"}
-    assert kinds("a07_unhook", "tried to switch off the kit's autograd check: sys.setprofile") == {
-        "tampering"
-    }
+    # a06: both calls refused, nothing made, nothing got under: the scan's signs alone
+    assert all(
+        e["evidence"].startswith("ex1_solution, line")
+        for e in signs
+        if e["students"] == ["a06_kept_original"]
+    )
+    assert kinds("a07_unhook", "imports ctypes") == {"tampering"}
+    # torch's own derivative code: the runs name the first refusal each as-submitted run met,
+    # the scan every op
+    assert "aten::nll_loss_backward" in made["d01_aten"]["evidence"]
+    assert kinds("d01_aten", "uses torch's derivative op tanh_backward") == {"autograd"}
+    assert kinds("d01_aten", "uses torch's derivative op native_batch_norm_backward") == {"autograd"}
+    assert "torch._decomp.decompositions.nll_loss_backward" in made["d02_decomp"]["evidence"]
+    assert kinds("d02_decomp", "uses torch._decomp") == {"autograd"}
+    assert kinds("d02_decomp", "uses torch's derivative op _softmax_backward_data") == {"autograd"}
+    assert "torch.nn.grad.conv1d_input" in made["d03_conv"]["evidence"]
+    assert "torch.nn.grad.conv1d_weight" in made["d03_conv"]["evidence"]
+    assert kinds("d03_conv", "imports torch.nn.grad") == {"autograd"}
+    # finite differences: the numeric bound's flag
+    for student in ("d04_fd_batched", "d05_fd_loop"):
+        numeric = [e for e in signs if e["students"] == [student] and e["kind"] == "numeric"]
+        assert len(numeric) == 1 and "CPU s" in numeric[0]["evidence"], student
+        assert set(numeric[0]["grade_ids"]) == set(ex1), student
+    # signal handlers: refused in the graded runs, listed; the reading one changes no grade
+    refused = "tried to get under the kit's autograd check: signal.signal"
+    assert kinds("d06_signal_unhook", refused) == {"tampering"}
+    assert "grad mode (torch.enable_grad" in made["d06_signal_unhook"]["evidence"]
+    assert kinds("d07_signal_reads", refused) == {"tampering"}
+    assert kinds("d07_signal_reads", "uses the signal module (signal.setitimer)") == {"tampering"}
+    assert [
+        e["grade_ids"] for e in signs if e["students"] == ["d07_signal_reads"] and refused in e["evidence"]
+    ] == [[]]
     assert not [e for e in signs if "a08_checks_with_autograd" in e["students"]]  # its vectorised
     # answer is s02's, though: similarity.py lists the two as a pair
 
@@ -121,10 +149,9 @@ def test_kernel_scores_are_not_trusted(corpus_course):
     assert len(kernel_fooled) == 24
 
 
-def test_carried_credit_is_configurable(tmp_path, names_txt):
+def test_carried_credit_is_configurable(tmp_path, new_course):
     """Half credit for a right rule fed a wrong input, set on the command line like any nbgrader option."""
-    course = make_course(tmp_path / "half", names_txt)
-    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+    course = new_course(tmp_path / "half")
     write_submissions([c.sample for c in CORPUS if c.sample.student == "s05_equals"], course=course)
     nbgrader(course, "autograde", "backprop_ninja", "--force", "--ReplayGrades.carried_credit=0.5")
     scores = read_scores(f"sqlite:///{course / 'gradebook.db'}")[0].by_grade_id
@@ -139,10 +166,9 @@ def test_carried_credit_is_configurable(tmp_path, names_txt):
     assert sum(scores[g] for g in ex1) == 26 - 1 - 0.5 * len(carried)
 
 
-def test_autograd_policy_flag_grades_as_allowed_and_lists(tmp_path, names_txt):
+def test_autograd_policy_flag_grades_as_allowed_and_lists(tmp_path, new_course):
     """`--ReplayGrades.autograd_policy=flag`: autograd's gradients keep their points, and are listed."""
-    course = make_course(tmp_path / "flag", names_txt)
-    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+    course = new_course(tmp_path / "flag")
     chosen = ("a03_func", "a08_checks_with_autograd")
     write_submissions([c.sample for c in CORPUS if c.sample.student in chosen], course=course)
     nbgrader(course, "autograde", "backprop_ninja", "--force", "--ReplayGrades.autograd_policy=flag")
@@ -161,12 +187,16 @@ def test_autograd_policy_flag_grades_as_allowed_and_lists(tmp_path, names_txt):
 @pytest.fixture(scope="module")
 def cold_corpus_course(tmp_path_factory, names_txt, corpus_course):
     """The same corpus graded with cold kernels (a Python started per submission): the
-    reference the warm kernels, the default, must reproduce."""
+    reference the warm kernels, the default, must reproduce. Two nbgrader processes, each
+    on half of the corpus: a cold kernel keeps about one core busy."""
     course = make_course(tmp_path_factory.mktemp("corpus-cold"), names_txt)
     for folder in ("release", "submitted"):
         shutil.copytree(corpus_course / folder, course / folder)
     shutil.copy(corpus_course / "gradebook.db", course / "gradebook.db")
-    nbgrader(course, "autograde", "backprop_ninja", "--force", "--LimitedExecute.warm_kernels=False")
+    students = [c.sample.student for c in CORPUS]
+    nbgrader_split(
+        course, students, "autograde", "backprop_ninja", "--force", "--LimitedExecute.warm_kernels=False"
+    )
     return course
 
 
