@@ -1,19 +1,15 @@
 """`python -m grader.collect COURSE ZIP`: an LMS's "download all submissions" zip into
 submitted/<student_id>/backprop_ninja/backprop_ninja.ipynb, for grader.batch or nbgrader autograde.
 
-The names relied on:
-- Canvas, flat: `<name>_<userid>_<submissionid>_<file>` (e.g. `smithbob_340934_208490284_Work.zip`
-  in the README of mikewesthad/canvas-unzipper), `<name>_LATE_<userid>_<submissionid>_<file>` for
-  late work (`name_LATE_canvasid_number_assignment.zip` in HCI-Data-Analysis's notes on its
-  Canvas zips). <name> is the student's name squashed into one word (no underscore). A file
-  uploaded again under the same name ends in `-1`, `-2`, ... before its extension
-  (`backprop_ninja-1.ipynb`): the course's own observation, no public source found for it.
-- Moodle: `<Full Name>_<participantid>_assignsubmission_file_/<file>` ("download submissions in
-  folders"), or flat `<Full Name>_<participantid>_assignsubmission_file_<file>` (the prefix
-  Moodle's own feedback-zip importer checks in its tests: 'Student Name_<id>_assignsubmission_file_').
-  Files of other submission plugins (onlinetext, ...) are not notebooks and are skipped.
-The student id is the LMS user id (Canvas userid, Moodle participant id): digits only. A name
-that fits neither layout, or whose id is not digits, is skipped with a message.
+Which student a file is: lms_names.py. In short, Canvas's flat `<name>_<userid>_<submissionid>_<file>`
+(`<name>_LATE_...` for late work) and Moodle's `<Full Name>_<participantid>_assignsubmission_file_/<file>`
+(or flat `..._assignsubmission_file_<file>`); which LMS made the zip is decided once, from all its
+entries, and the id is read only from the part of the name the LMS wrote. A file name in which
+the student wrote an LMS marker (another student's id, a second marker) is refused out loud, and
+the rest of the zip collected. The student id is the LMS user id (digits). Canvas adds `-1`, `-2`,
+... before the extension of a file uploaded again under the same name (`backprop_ninja-1.ipynb`:
+the course's own observation, no public source found for it). Files of Moodle's other submission
+plugins (onlinetext, ...) are not notebooks and are skipped.
 
 Two notebooks for one student: the latest is kept, by the highest submission id (Canvas), then
 the highest upload suffix (-2 after -1 after none), then the latest zip entry time, then the
@@ -42,14 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exercise import spec
+from .lms_names import Layout, Refused, decide, parse, parse_undecided, shown
 
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 MAX_TOTAL_BYTES = 2 * 2**30
 MAX_ENTRIES = 100_000
 _CHUNK = 2**16
-_STUDENT_ID = re.compile(r"[0-9]{1,20}")
-_MOODLE = re.compile(r"[^/]*_(?P<id>[^_/]*)_assignsubmission_(?P<plugin>[a-z]+)(?:_|(?=/))(?P<rest>.*)", re.S)
-_CANVAS = re.compile(r"[^_/]+?(?P<late>_LATE)?_(?P<id>[^_/]+)_(?P<sub>[^_/]+)_(?P<file>[^/]+)", re.S)
 _UPLOAD = re.compile(r".*?(?:-(?P<n>[0-9]{1,6}))?\.ipynb", re.I | re.S)
 _RULES = ("the highest submission id", "the highest upload suffix", "the latest zip entry time", "zip order")
 
@@ -73,13 +67,14 @@ class Skipped:
 class Result:
     placed: list[Placed] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    layout: str = ""  # which LMS made the zip, and how that was decided
 
     def summary(self) -> str:
-        lines = []
+        lines = [self.layout] if self.layout else []
         for p in self.placed:
             notes = [p.lms] + (["late"] if p.late else []) + p.notes
-            lines.append(f"placed   {p.student} <- {_shown(p.entry)} ({'; '.join(notes)})")
-        lines += [f"skipped  {_shown(s.entry)}: {s.reason}" for s in self.skipped]
+            lines.append(f"placed   {p.student} <- {shown(p.entry)} ({'; '.join(notes)})")
+        lines += [f"skipped  {shown(s.entry)}: {s.reason}" for s in self.skipped]
         lines.append(f"{len(self.placed)} notebooks placed in submitted/, {len(self.skipped)} skipped")
         return "\n".join(lines)
 
@@ -98,17 +93,8 @@ class _Candidate:
         return (self.submission, self.upload, self.info.date_time, self.index)
 
 
-class _Refused(Exception):
-    """An entry not taken, and why."""
-
-
 def _size(n: int) -> str:
     return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n} bytes"
-
-
-def _shown(name: str) -> str:
-    name = name if len(name) <= 200 else name[:200] + "..."
-    return name if name.isprintable() else repr(name)
 
 
 def _unsafe(info: zipfile.ZipInfo) -> str | None:
@@ -130,35 +116,20 @@ def _unsafe(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
-def _parse(name: str) -> tuple[str, str, bool, int, str]:
-    """(lms, student id, late, submission id, file name) of an entry, or _Refused."""
-    moodle = _MOODLE.fullmatch(name)
-    if moodle:
-        if moodle["plugin"] != "file":
-            raise _Refused(f"a Moodle {moodle['plugin']} submission, not a file")
-        lms, student, late, sub, file = "Moodle", moodle["id"], False, "-1", moodle["rest"].lstrip("/")
-    elif m := _CANVAS.fullmatch(name):
-        lms, student, late, sub, file = "Canvas", m["id"], bool(m["late"]), m["sub"], m["file"]
-        if not sub.isdigit():
-            raise _Refused(f"Canvas submission id {_shown(sub)} is not a number")
-    else:
-        raise _Refused("neither a Canvas nor a Moodle submission name")
-    if not _STUDENT_ID.fullmatch(student):
-        raise _Refused(f"{_shown(student)} is not a valid student id (an LMS user id is digits)")
-    return lms, student, late, int(sub), file
-
-
-def _candidate(info: zipfile.ZipInfo, index: int, limit: int) -> _Candidate:
+def _candidate(info: zipfile.ZipInfo, index: int, limit: int, layout: Layout) -> _Candidate:
     reason = _unsafe(info)
     if reason:
-        raise _Refused(reason)
-    lms, student, late, sub, file = _parse(info.filename)
-    upload = _UPLOAD.fullmatch(file.rpartition("/")[2])
+        raise Refused(reason)
+    if layout.lms is None:
+        parse_undecided(info.filename, layout)  # always refuses, with the most telling reason
+    named = parse(info.filename, layout.lms)
+    upload = _UPLOAD.fullmatch(named.file.rpartition("/")[2])
     if upload is None:
-        raise _Refused("not a notebook")
+        raise Refused("not a notebook")
     if info.file_size > limit:
-        raise _Refused(f"declared {_size(info.file_size)}, over the {_size(limit)} a notebook may have")
-    return _Candidate(info, index, student, lms, late, sub, int(upload["n"] or 0))
+        raise Refused(f"declared {_size(info.file_size)}, over the {_size(limit)} a notebook may have")
+    n = named
+    return _Candidate(info, index, n.student, n.lms, n.late, n.submission, int(upload["n"] or 0))
 
 
 def _choose(candidates: list[_Candidate]) -> tuple[_Candidate, str]:
@@ -180,7 +151,7 @@ class _Job:
 
 
 def _extract(job: _Job, info: zipfile.ZipInfo, out_path: Path) -> None:
-    """Copy one entry into a new file, counting what is really read; _Refused past a limit."""
+    """Copy one entry into a new file, counting what is really read; Refused past a limit."""
     out_path.unlink(missing_ok=True)  # a leftover of an interrupted run (unlink follows no link)
     fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     written = 0
@@ -188,12 +159,12 @@ def _extract(job: _Job, info: zipfile.ZipInfo, out_path: Path) -> None:
         while chunk := src.read(_CHUNK):
             written += len(chunk)
             if written > job.limit:
-                raise _Refused(f"more than {_size(job.limit)} once extracted")
+                raise Refused(f"more than {_size(job.limit)} once extracted")
             if job.used + written > job.total:
-                raise _Refused(f"the notebooks together exceed {_size(job.total)}")
+                raise Refused(f"the notebooks together exceed {_size(job.total)}")
             out.write(chunk)
     if written != info.file_size:
-        raise _Refused(f"{written} bytes once extracted, {info.file_size} declared")
+        raise Refused(f"{written} bytes once extracted, {info.file_size} declared")
     job.used += written
 
 
@@ -216,7 +187,7 @@ def _place(job: _Job, chosen: _Candidate) -> Placed | Skipped:
     tmp = dest.with_name(f".{dest.name}.collecting")
     try:
         _extract(job, chosen.info, tmp)
-    except (_Refused, zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as e:
+    except (Refused, zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as e:
         tmp.unlink(missing_ok=True)
         return Skipped(entry, f"not extracted: {e}")
     notes = []
@@ -231,13 +202,16 @@ def _candidates(zf: zipfile.ZipFile, limit: int, result: Result) -> dict[str, li
     infos = zf.infolist()
     if len(infos) > MAX_ENTRIES:
         raise ValueError(f"{len(infos)} entries, over the {MAX_ENTRIES} a submissions zip may have")
+    files = [info for info in infos if not info.is_dir()]
+    layout = decide([info.filename for info in files if _unsafe(info) is None])
+    result.layout = layout.why if layout.lms else f"which LMS made this zip cannot be told: it {layout.why}"
     by_student: dict[str, list[_Candidate]] = {}
     for index, info in enumerate(infos):
         if info.is_dir():
             continue
         try:
-            c = _candidate(info, index, limit)
-        except _Refused as e:
+            c = _candidate(info, index, limit, layout)
+        except Refused as e:
             result.skipped.append(Skipped(info.filename, str(e)))
             continue
         by_student.setdefault(c.student, []).append(c)
@@ -260,7 +234,7 @@ def collect_zip(
         for student in sorted(by_student, key=lambda s: (len(s), s)):
             chosen, rule = _choose(by_student[student])
             older = [c.info.filename for c in by_student[student] if c is not chosen]
-            result.skipped += [Skipped(e, f"older than {_shown(chosen.info.filename)}") for e in older]
+            result.skipped += [Skipped(e, f"older than {shown(chosen.info.filename)}") for e in older]
             done = _place(job, chosen)
             if isinstance(done, Placed) and rule:
                 done.notes.insert(0, rule)

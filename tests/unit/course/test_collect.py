@@ -250,3 +250,131 @@ def test_command_line(course, tmp_path, capsys):
     assert main([str(course), str(tmp_path / "not.zip")]) == 1
     assert "could not be read as a zip" in capsys.readouterr().err
     assert main([str(tmp_path / "nowhere"), str(z)]) == 2
+
+
+# ---------------------------------------------------------------- names a student chose (issue 17, point 3)
+PLANTED = "x_222_assignsubmission_file_backprop_ninja-999999.ipynb"  # uploaded by 111, naming 222
+
+
+def planted_reason(file: str, mark: str) -> str:
+    return (
+        f"REFUSED: the file name the student chose, {file}, holds {mark}: "
+        "a name the student chose cannot say whose work it is"
+    )
+
+
+@pytest.mark.parametrize("sep", ["_", "_/"], ids=["flat", "folders"])
+def test_moodle_a_classmates_marker_in_a_file_name_is_refused(course, tmp_path, sep):
+    planted = f"Alice Smith_111_assignsubmission_file{sep}{PLANTED}"
+    z = make_zip(
+        tmp_path / "moodle.zip",
+        [
+            (f"Bob Brown_222_assignsubmission_file{sep}backprop_ninja.ipynb", nb("bob's own")),
+            (planted, nb("alice's, for bob")),
+            (f"Carol Jones_333_assignsubmission_file{sep}backprop_ninja.ipynb", nb("carol")),
+        ],
+    )
+    result = collect_zip(course=course, zip_path=z)
+    assert submitted(course, "222") == nb("bob's own") and submitted(course, "333") == nb("carol")
+    assert [p.notes for p in result.placed] == [[], []]  # bob's was not "older" than anything
+    assert reasons(result) == {planted: planted_reason(PLANTED, "Moodle's 'assignsubmission'")}
+    assert not (course / "submitted" / "111").exists()
+    assert result.summary().startswith("Moodle zip (2 of 3 entries named as Moodle names them)")
+    assert f"skipped  {planted}: REFUSED" in result.summary()
+
+
+def test_canvas_a_moodle_marker_places_nothing_for_its_student(course, tmp_path):
+    planted = f"evealice_1003_5003_{PLANTED}"
+    z = make_zip(
+        tmp_path / "canvas.zip",
+        [
+            ("smithbob_1001_5001_backprop_ninja.ipynb", nb("bob")),
+            (planted, nb("eve's, for 222")),  # 222 submitted nothing
+            ("evealice_1003_5004_backprop_ninja.ipynb", nb("eve's own")),
+        ],
+    )
+    result = collect_zip(course=course, zip_path=z)
+    assert sorted(p.student for p in result.placed) == ["1001", "1003"]
+    assert submitted(course, "1003") == nb("eve's own") and not (course / "submitted" / "222").exists()
+    assert reasons(result) == {planted: planted_reason(PLANTED, "Moodle's 'assignsubmission'")}
+    assert result.layout == "Canvas zip (2 of 3 entries named as Canvas names them)"
+
+
+def test_canvas_a_second_canvas_marker_is_refused(course, tmp_path):
+    planted = "evealice_1003_5003_x_1002_9999_backprop_ninja.ipynb"
+    z = make_zip(
+        tmp_path / "c.zip", [("smithbob_1001_5001_backprop_ninja.ipynb", nb("bob")), (planted, nb("e"))]
+    )
+    result = collect_zip(course=course, zip_path=z)
+    assert [p.student for p in result.placed] == ["1001"]
+    assert reasons(result) == {
+        planted: planted_reason("x_1002_9999_backprop_ninja.ipynb", "Canvas's ids '1002_9999'")
+    }
+
+
+def test_planted_names_cannot_outvote_the_lms(course, tmp_path):
+    """Three uploads full of Moodle markers in a Canvas zip with one honest entry: still Canvas."""
+    planted = [f"evealice_1003_500{k}_x_1001_assignsubmission_file_backprop_ninja.ipynb" for k in range(3)]
+    z = make_zip(
+        tmp_path / "c.zip",
+        [("smithbob_1001_5001_backprop_ninja.ipynb", nb("bob"))] + [(p, nb("eve")) for p in planted],
+    )
+    result = collect_zip(course=course, zip_path=z)
+    assert result.layout == "Canvas zip (1 of 4 entries named as Canvas names them)"
+    assert [(p.student, p.entry) for p in result.placed] == [
+        ("1001", "smithbob_1001_5001_backprop_ninja.ipynb")
+    ]
+    assert submitted(course, "1001") == nb("bob")
+    assert sorted(reasons(result)) == sorted(planted) and all(
+        r.startswith("REFUSED") for r in reasons(result).values()
+    )
+
+
+def test_moodle_a_second_marker_before_the_file_is_refused(course, tmp_path):
+    """A full name the student could edit, holding a marker: the folder has two."""
+    forged = "x_222_assignsubmission_file_ y_111_assignsubmission_file_/backprop_ninja.ipynb"
+    honest = "Odd_5_111_assignsubmission_file_/backprop_ninja.ipynb"  # a Canvas-like full name, harmless here
+    z = make_zip(
+        tmp_path / "m.zip",
+        [(forged, nb("forged")), (honest, nb("odd")), ("Bob_222_assignsubmission_file_/b.ipynb", nb("bob"))],
+    )
+    result = collect_zip(course=course, zip_path=z)
+    assert submitted(course, "222") == nb("bob") and submitted(course, "111") == nb("odd")
+    why = "REFUSED: two Moodle markers in the participant's folder name: whose work it is cannot be told"
+    assert reasons(result) == {forged: why}
+
+
+def test_a_zip_of_both_lms_is_refused_whole(course, tmp_path):
+    z = make_zip(
+        tmp_path / "mixed.zip",
+        [
+            ("smithbob_1001_5001_backprop_ninja.ipynb", nb("bob")),
+            ("Ada Lovelace_77_assignsubmission_file_/backprop_ninja.ipynb", nb("ada")),
+        ],
+    )
+    result = collect_zip(course=course, zip_path=z)
+    assert result.placed == [] and not (course / "submitted").exists()
+    why = "this zip holds both Canvas (1) and Moodle (1) names: collect one LMS's zip at a time"
+    assert set(reasons(result).values()) == {why}
+    assert result.summary().startswith("which LMS made this zip cannot be told: it holds both")
+
+
+def test_an_entry_of_the_other_lms_is_refused(course, tmp_path):
+    """In a Canvas zip, a Moodle-shaped entry (or the reverse) is not read as the other's."""
+    z = make_zip(
+        tmp_path / "c.zip",
+        [
+            ("smithbob_1001_5001_backprop_ninja.ipynb", nb("bob")),
+            ("joneseve_1002_5002_backprop_ninja.ipynb", nb("eve")),
+            ("Ada Lovelace_77_assignsubmission_file_backprop_ninja.ipynb", nb("ada")),
+        ],
+    )
+    result = collect_zip(course=course, zip_path=z)
+    assert result.layout.startswith("which LMS") and result.placed == []  # votes for both: refused whole
+    z = make_zip(
+        tmp_path / "c2.zip",
+        [("smithbob_1001_5001_backprop_ninja.ipynb", nb("bob")), ("backprop_ninja.ipynb", nb("?"))],
+    )
+    result = collect_zip(course=course, zip_path=z)
+    assert [p.student for p in result.placed] == ["1001"]
+    assert reasons(result) == {"backprop_ninja.ipynb": "not a Canvas submission name (this zip is Canvas's)"}
