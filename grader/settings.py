@@ -6,6 +6,8 @@
 - Limits of the processes nbgrader starts (the sandboxed kernel, which traits do not reach)
   are environment variables, listed in ENVIRONMENT with their defaults; nbgrader_config.py
   sets them and every process the grader starts inherits them.
+- Bounds of the analyses of a student's text (scan, similarity, preflight) are plain
+  constants: no course has a reason to choose them.
 - The untrusted side (grader/sandboxed/) reads none of these: the judge hands it the values
   it needs in the replay plan.
 """
@@ -44,6 +46,10 @@ def env(name: str):
 
 # ------------------------------------------------------------ the judge's
 AUTOGRAD_POLICIES = ("zero", "flag")
+# CPU seconds of a replay run that the kernel may count beyond what the run's own per-cell count
+# explains (loading its inputs, sending its results, page faults after the fork: about 0.1 s
+# here) before the run counts as having changed its own count (grader/verdicts/numeric.py).
+NUMERIC_UNACCOUNTED_SECONDS = 0.5
 
 
 def _setting(default, help: str):
@@ -104,6 +110,34 @@ def trait_settings() -> list:
 def seed_for(student: str, salt: str) -> int:
     """Fresh inputs per student, the same on every re-run (grading is idempotent)."""
     return int.from_bytes(hashlib.sha256(f"{salt}:{student}".encode()).digest()[:4], "big") + 1
+
+
+# ------------------------------------------------------------ bounds of the analyses of student text
+# The static scan (verdicts/scan.py), similarity (course/similarity.py) and preflight
+# (course/preflight.py) read text a student chose, so each has a size and a time budget per cell
+# and per submission (verdicts/budget.py counts the work and checks the deadline inside the
+# loops, never interrupting anything). What is over a budget is skipped by that analysis with a
+# sign saying so ("too_large"): too large to compare beats a stalled batch. An honest submission
+# is far below each: its largest answer cell has ~1,500 characters and costs ~3,700 units of work
+# in similarity, the whole submission ~7,000 (a unit: ~2-4 us).
+# one cell's source the scan and similarity read; a larger one is not even parsed
+ANALYSIS_CELL_CHARS = 32 * 1024
+# all the cells of one submission the scan and similarity read
+ANALYSIS_SUBMISSION_CHARS = 256 * 1024
+# work on one cell: a syntax-tree node visited (at each nesting level that visits it), a token,
+# a pair of statements put in order
+ANALYSIS_CELL_WORK = 50_000
+ANALYSIS_SUBMISSION_WORK = 200_000  # work on all the cells of one submission
+ANALYSIS_CELL_SECONDS = 2.0  # one cell's scan, or its canonical form and fingerprints
+ANALYSIS_SUBMISSION_SECONDS = 8.0  # all the cells of one submission, in the scan or in similarity
+# the batch's end-of-run checks (similar pairs) may take the larger of END_CHECKS_SECONDS and
+# END_CHECKS_SHARE of the batch's grading time; past it, who was not compared is listed
+END_CHECKS_SECONDS = 60.0
+END_CHECKS_SHARE = 0.10
+NOTEBOOK_BYTES = 50 * 1024 * 1024  # preflight: a larger notebook file is not even read (graded as empty)
+NOTEBOOK_CELLS = 2_000  # preflight: cells of one notebook (nbformat validates ~5,000 a second)
+NOTEBOOK_CELL_CHARS = 2 * 1024 * 1024  # preflight: one cell's source; a larger one is emptied, with a note
+PREFLIGHT_SECONDS = 30.0  # preflight of one submission, checked between its steps; past it: graded as empty
 
 
 # ------------------------------------------------------------ where records go

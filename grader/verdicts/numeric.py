@@ -9,8 +9,8 @@ costs here (grader/reference/steps.py, timed in this process), and never under
 `numeric_floor_seconds`. An honest answer, the lecture's loops included, takes a few forward
 passes' time; central differences over one gradient take 54 or more.
 The runs count their cells' CPU seconds (grader/sandboxed/runner.py); the kernel counts each
-run's (the server's wait4): a run whose own count falls short of the kernel's by more than a
-budget changed it, and gets nothing for what it computed.
+run's (the server's wait4): a run whose own count falls short of the kernel's by more than
+NUMERIC_UNACCOUNTED_SECONDS changed it, and gets nothing for what it computed.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..reference.inputs import FreshInputs
 from ..replay.plan import AS_SUBMITTED
 from ..replay.results import RunResult
 from ..replay.run import ReplayOutput
-from ..settings import JudgeSettings
+from ..settings import NUMERIC_UNACCOUNTED_SECONDS, JudgeSettings
 from .flags import Flag
 
 NUMERIC = "computed numerically (finite differences), not derived: no credit"
@@ -103,7 +103,7 @@ def apply_numeric(
                 ex,
                 f"exercise {ex}'s cells took {seconds:.1f} CPU s (a derived backward: {limit:.2g} s at most)",
             )
-        lost = unaccounted(run, limit)
+        lost = unaccounted(run, max(limit, NUMERIC_UNACCOUNTED_SECONDS))
         for ex in exercises if lost else ():
             found.setdefault(ex, f"{lost:.1f} CPU s of run {name} not in its own count")
     flags = []
