@@ -18,7 +18,8 @@ c.CourseDirectory.course_id = "backprop_ninja"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db") + "?timeout=120"
 
 # nbgrader's exchange in this folder (exchange/), so release/fetch/submit/collect and the
-# formgrader's Release/Collect buttons work on one machine (grader/course/exchange.py).
+# formgrader's Release/Collect buttons work on one machine (grader/course/exchange.py); its
+# collect takes a submission only from the account that made it (grader/course/inbound.py).
 from grader.course.exchange import configure_exchange  # noqa: E402
 
 configure_exchange(c, course_root=HERE)

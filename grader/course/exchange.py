@@ -27,14 +27,31 @@ Students on the same machine need the root and the course id in their own config
 grader.course.exchange COURSE` prints those lines. With real student accounts the course
 folder must be enterable by them (o+x) and everything else in it closed to them (source/ holds
 the solutions). Group-shared exchanges (`CourseDirectory.groupshared`) are left to nbgrader.
+
+Collecting: nbgrader's collect believes a folder's name, so any account could submit in any
+student's name. `configure_exchange` makes SafeCollect (below) the exchange's collect
+(`ExchangeFactory.collect`), which both `nbgrader collect` and the formgrader's Collect button
+build (nbgrader.apps.api.NbGraderAPI.collect): a folder counts only for the account that owns
+it and everything in it, dated no later than now and than when it was made, and only each
+student's latest folders are looked at. Why a collect that trusts only the owner rather than
+per-student inbound folders, and what that guarantees: inbound.py.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
+import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.exchange.default.collect import ExchangeCollect
+from traitlets import Integer
+
+from . import inbound
 
 EXCHANGE_FOLDER = "exchange"
 DEFAULT_COURSE_ID = "backprop_ninja"  # what nbgrader_config.py sets
@@ -42,6 +59,12 @@ ROOT_MODE = 0o1777
 COURSE_MODE = 0o755
 OUTBOUND_MODE = 0o755
 INBOUND_MODE = 0o3733
+SAFE_COLLECT = "grader.course.exchange.SafeCollect"
+NO_OWNER_CHECK = (
+    "ExchangeCollect.check_owner is off: a folder in inbound/ counts for the student its name says, "
+    "whoever made it, so any account can submit in any student's name (only for one account playing "
+    "several students)"
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +98,7 @@ def prepare_exchange(*, course_root: str | os.PathLike, course_id: str) -> Path:
 def configure_exchange(c, *, course_root: str | os.PathLike, course_id: str | None = None) -> Path:
     """For nbgrader_config.py: `configure_exchange(c, course_root=HERE)` sets `Exchange.root` to
     <course>/exchange (and `CourseDirectory.course_id` if given; it must be set one way or the
-    other) and creates the folders nbgrader expects there."""
+    other), makes SafeCollect the exchange's collect, and creates the folders nbgrader expects."""
     if course_id is not None:
         c.CourseDirectory.course_id = course_id
     course_id = c.CourseDirectory.get("course_id") or ""
@@ -83,12 +106,121 @@ def configure_exchange(c, *, course_root: str | os.PathLike, course_id: str | No
         raise ValueError("the exchange needs c.CourseDirectory.course_id: set it before configure_exchange")
     root = exchange_root(course_root)
     c.Exchange.root = str(root)
+    c.ExchangeFactory.collect = SAFE_COLLECT
     if not c.CourseDirectory.get("groupshared", False):
         try:
             prepare_exchange(course_root=course_root, course_id=course_id)
         except OSError as e:  # e.g. a read-only copy of the course on a grading worker
             log.warning("could not prepare the exchange %s: %s", root, e)
     return root
+
+
+class SafeCollect(ExchangeCollect):
+    """nbgrader's collect taking from inbound/ only what the student named made (inbound.py).
+    Its options are ExchangeCollect's (--update, --before-duedate, check_owner) and one more."""
+
+    max_per_student = Integer(
+        inbound.MAX_PER_STUDENT, help="How many of a student's latest folders in inbound/ are looked at."
+    ).tag(config=True)
+
+    def init_src(self):
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        self.inbound_path = os.path.join(self.root, self.coursedir.course_id, "inbound")
+        if not os.path.isdir(self.inbound_path):
+            self.fail(f"Course not found: {self.inbound_path}")
+        try:
+            self.inbound_fd = os.open(self.inbound_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            self.fail(f"You don't have read permissions for the directory: {self.inbound_path}")
+        student = self.coursedir.student_id if self.coursedir.student_id not in ("", "*") else None
+        folders = inbound.read_inbound(self.inbound_fd, self.coursedir.assignment_id, student)
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            try:
+                self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate
+            except MissingEntry:
+                self.duedate = None
+        self.plan = inbound.plan(
+            folders,
+            now=datetime.now(timezone.utc).replace(tzinfo=None),
+            duedate=self.duedate,
+            before_duedate=self.before_duedate,
+            check_owner=self.check_owner,
+            per_student=self.max_per_student,
+        )
+        self.src_records = []  # nbgrader's; this collect goes by self.plan
+
+    def copy_files(self):
+        try:
+            if not self.check_owner:
+                self.log.warning(NO_OWNER_CHECK)
+            for line in inbound.summarise(self.plan.refused):
+                self.log.error(line)
+            what = f"of '{self.coursedir.assignment_id}' for course '{self.coursedir.course_id}'"
+            if not self.plan.tries:
+                self.log.warning(f"No submissions {what} to collect")
+            else:
+                self.log.info(f"Processing {len(self.plan.tries)} submissions {what}")
+            for student in sorted(self.plan.tries):
+                self._collect(student, self.plan.tries[student])
+        finally:
+            os.close(self.inbound_fd)
+
+    def _wanted(self, folder: inbound.Folder, dest: str) -> bool:
+        """nbgrader's rule: a new submission always, a newer one with --update, another with
+        --before-duedate."""
+        if not os.path.isdir(dest):
+            return True
+        existing = self.coursedir.get_existing_timestamp(dest)
+        if self.update and (existing is None or folder.when > existing):
+            return True
+        return self.before_duedate and existing != folder.when
+
+    def _collect(self, student: str, tries: list[inbound.Folder]) -> None:
+        """The first of TRIES (latest first) that copies whole, into submitted/."""
+        assignment = self.coursedir.assignment_id
+        dest = self.coursedir.format_path(self.coursedir.submitted_directory, student, assignment)
+        for folder in tries:
+            if not self._wanted(folder, dest):
+                done = (
+                    "No newer submission to collect"
+                    if self.update
+                    else "Submission already exists, use --update to update"
+                )
+                self.log.info(f"{done}: {student} {assignment}")
+                return
+            with tempfile.TemporaryDirectory(prefix=".collect-", dir=self.coursedir.root) as staging:
+                copy = Path(staging) / "submission"
+                try:
+                    changed = inbound.copy_owned(
+                        self.inbound_fd, folder, copy, max_bytes=1000 * self.coursedir.max_dir_size
+                    )
+                except inbound.Refused as e:
+                    self.log.error(f"REFUSED inbound/{folder.name!r} (owner {folder.owner}): {e}")
+                    continue
+                when, note = inbound.time_kept(folder, changed)
+                if note:
+                    self.log.warning(note)
+                stamp = (
+                    folder.stamp
+                    if when == folder.when
+                    else when.replace(tzinfo=timezone.utc).strftime(self.timestamp_format)
+                )
+                self._put(student, copy, dest, stamp)
+            return
+        kept = "submitted/ keeps the submission it had" if os.path.isdir(dest) else "nothing collected"
+        self.log.error(f"{student}: every folder looked at was refused; {kept}")
+
+    def _put(self, student: str, copy: Path, dest: str, stamp: str) -> None:
+        if os.path.isdir(dest):
+            self.log.info(f"Updating submission: {student} {self.coursedir.assignment_id}")
+            shutil.rmtree(dest)
+        else:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            self.log.info(f"Collecting submission: {student} {self.coursedir.assignment_id}")
+        self.do_copy(str(copy), dest)
+        with open(os.path.join(dest, "timestamp.txt"), "w") as fh:
+            fh.write(stamp)  # the time collect kept, not the student's own timestamp.txt
 
 
 def student_config(*, course_root: str | os.PathLike, course_id: str = DEFAULT_COURSE_ID) -> str:

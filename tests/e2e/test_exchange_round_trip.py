@@ -4,7 +4,10 @@ their own, the instructor collects, and a collected submission is autograded.
 
 nbgrader takes a student's id from the OS account (pwd.getpwuid(os.getuid()), not $USER), so
 one account plays both students: each has a HOME, Jupyter config and data folder of its own,
-and submits with `--student`, as nbgrader allows for alternative ids."""
+and submits with `--student`, as nbgrader allows for alternative ids. The course's collect
+(SafeCollect) refuses a folder not owned by the student it names, so this collect turns that
+check off (`--ExchangeCollect.check_owner=False`), out loud; tests/e2e/test_exchange_users.py
+has the students as real accounts, with the check on."""
 
 from __future__ import annotations
 
@@ -63,7 +66,8 @@ def loaded_config(folder: Path) -> dict:
         "import json, sys\n"
         "from traitlets.config.loader import PyFileConfigLoader\n"
         "c = PyFileConfigLoader('nbgrader_config.py', path=sys.argv[1]).load_config()\n"
-        "seen = {'root': c.Exchange.get('root'), 'course_id': c.CourseDirectory.get('course_id')}\n"
+        "seen = {'root': c.Exchange.get('root'), 'course_id': c.CourseDirectory.get('course_id'),\n"
+        "        'collect': c.ExchangeFactory.get('collect')}\n"
         "print(json.dumps(seen))\n"
     )
     out = subprocess.run(
@@ -86,13 +90,17 @@ def round_trip(tmp_path_factory, new_course):
     nbformat.write(answered, fetched)  # bob submits the assignment as fetched
     for name, home in homes.items():
         student(home, "submit", spec.ASSIGNMENT, f"--student={name}")
-    collected = nbgrader(course, "collect", spec.ASSIGNMENT)
+    collected = nbgrader(course, "collect", spec.ASSIGNMENT, "--ExchangeCollect.check_owner=False")
     return course, homes, collected
 
 
 def test_course_config_lines_set_the_exchange(round_trip):
     course, _, _ = round_trip
-    assert loaded_config(course) == {"root": str(course / "exchange"), "course_id": "backprop_ninja"}
+    assert loaded_config(course) == {
+        "root": str(course / "exchange"),
+        "course_id": "backprop_ninja",
+        "collect": exchange.SAFE_COLLECT,
+    }
     root = course / "exchange"
     assert oct(root.stat().st_mode & 0o7777) == oct(exchange.ROOT_MODE)
     assert oct((root / "backprop_ninja" / "inbound").stat().st_mode & 0o7777) == oct(exchange.INBOUND_MODE)
@@ -101,9 +109,8 @@ def test_course_config_lines_set_the_exchange(round_trip):
 
 def test_repo_config_calls_configure_exchange():
     seen = loaded_config(ROOT)
-    assert seen == {"root": str(ROOT / "exchange"), "course_id": "backprop_ninja"}, (
-        f"nbgrader_config.py does not call configure_exchange: {seen}"
-    )
+    want = {"root": str(ROOT / "exchange"), "course_id": "backprop_ninja", "collect": exchange.SAFE_COLLECT}
+    assert seen == want, f"nbgrader_config.py does not call configure_exchange: {seen}"
 
 
 def test_each_student_fetched_the_release(round_trip):
@@ -122,6 +129,7 @@ def test_collect_fills_submitted_for_both_students(round_trip):
         assert (folder / "timestamp.txt").is_file()
         assert (folder / f"{spec.NOTEBOOK}.ipynb").read_bytes() == (homes[name] / "work" / NB).read_bytes()
     assert "Collecting submission: alice backprop_ninja" in collected.stdout + collected.stderr
+    assert exchange.NO_OWNER_CHECK in collected.stdout + collected.stderr
     assert "### BEGIN SOLUTION" not in (course / "submitted" / "alice" / NB).read_text()
     alice = nbformat.read(course / "submitted" / "alice" / NB, 4)
     assert alice.cells != nbformat.read(course / "submitted" / "bob" / NB, 4).cells

@@ -4,6 +4,8 @@ expects made with its permissions (plus sticky bits), given to the course's owne
 from __future__ import annotations
 
 import os
+import pwd
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from traitlets.config import Config
@@ -86,3 +88,79 @@ def test_the_formgrader_finds_a_working_exchange_before_any_release(tmp_path):
     exchange.configure_exchange(c, course_root=tmp_path)
     api = NbGraderAPI(CourseDirectory(config=c), config=c)
     assert api.exchange_root == str(tmp_path.resolve() / "exchange") and api.exchange_is_functional
+
+
+# ---------------------------------------------------------------- SafeCollect, through the formgrader's API
+ME = pwd.getpwuid(os.getuid()).pw_name
+STAMP = f"{datetime.now(timezone.utc) - timedelta(minutes=1):%Y-%m-%d %H:%M:%S.%f} UTC"  # nbgrader's format
+EARLIER = f"{datetime.now(timezone.utc) - timedelta(minutes=2):%Y-%m-%d %H:%M:%S.%f} UTC"
+
+
+def api_for(course, **collect):
+    """The NbGraderAPI the formgrader builds (nbgrader.server_extensions.formgrader.base), on a
+    config made by configure_exchange."""
+    from nbgrader.apps.api import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+
+    c = Config()
+    c.CourseDirectory.root = str(course)
+    c.CourseDirectory.course_id = "backprop_ninja"
+    c.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    for key, value in collect.items():
+        setattr(c.ExchangeCollect, key, value)
+    exchange.configure_exchange(c, course_root=course)
+    return NbGraderAPI(CourseDirectory(config=c), config=c)
+
+
+def put(course, name: str, text: str, timestamp: str | None = None):
+    folder = course / "exchange" / "backprop_ninja" / "inbound" / name
+    folder.mkdir()
+    (folder / "backprop_ninja.ipynb").write_text(text)
+    (folder / "timestamp.txt").write_text(timestamp or name.split("+")[2])
+    return folder
+
+
+def collected(course, student: str) -> str:
+    return (course / "submitted" / student / "backprop_ninja" / "backprop_ninja.ipynb").read_text()
+
+
+def test_the_formgraders_collect_is_safe_collect(tmp_path):
+    api = api_for(tmp_path)
+    app = api.exchange.Collect(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
+    assert isinstance(app, exchange.SafeCollect) and api.exchange_is_functional
+
+
+def test_collect_button_refuses_forged_and_future_folders(tmp_path):
+    api = api_for(tmp_path)
+    put(tmp_path, f"{ME}+backprop_ninja+{STAMP}+a", "mine", timestamp="2000-01-01 00:00:00.000000 UTC")
+    put(tmp_path, f"{ME}+backprop_ninja+2099-01-01 00:00:00.000000 UTC+b", "mine, from 2099")
+    put(tmp_path, f"bob+backprop_ninja+{STAMP}+c", "planted for bob")
+    put(tmp_path, f"{ME}+backprop_ninja+", "not a name nbgrader could read")  # stopped nbgrader's collect
+    result = api.collect("backprop_ninja")
+    assert result["success"], result
+    assert collected(tmp_path, ME) == "mine" and not (tmp_path / "submitted" / "bob").exists()
+    assert (tmp_path / "submitted" / ME / "backprop_ninja" / "timestamp.txt").read_text() == STAMP
+    log = result["log"]
+    assert (
+        f"REFUSED inbound/'bob+backprop_ninja+{STAMP}+c' (owner {ME}): named for bob but made by {ME}" in log
+    )
+    assert "2099-01-01 00:00:00 UTC, in the future" in log and "'' is not a time" in log
+    assert f"Collecting submission: {ME} backprop_ninja" in log
+
+
+def test_a_refused_copy_falls_back_to_the_previous_submission(tmp_path):
+    api = api_for(tmp_path)
+    put(tmp_path, f"{ME}+backprop_ninja+{EARLIER}+a", "earlier")
+    later = put(tmp_path, f"{ME}+backprop_ninja+{STAMP}+b", "later")
+    (later / "names.txt").symlink_to(tmp_path / "gradebook.db")
+    result = api.collect("backprop_ninja")
+    assert collected(tmp_path, ME) == "earlier"
+    assert f"REFUSED inbound/'{later.name}' (owner {ME}): names.txt: a link" in result["log"]
+
+
+def test_without_check_owner_names_are_believed_out_loud(tmp_path):
+    api = api_for(tmp_path, check_owner=False)
+    put(tmp_path, f"bob+backprop_ninja+{STAMP}+c", "bob's, by one account playing two")
+    result = api.collect("backprop_ninja")
+    assert collected(tmp_path, "bob") == "bob's, by one account playing two"
+    assert exchange.NO_OWNER_CHECK in result["log"]
