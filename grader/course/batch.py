@@ -6,7 +6,9 @@
 3. `nbgrader autograde` itself, on all cores (workers.py): the grades are nbgrader's, with the
    kit's configuration; a live bar shows progress, reports/autograde.log has a line each.
 4. A summary: who was graded, who was not and why (also reports/batch.json), and the TAs' list
-   of signs of cheating (reports/suspicious.json, as `python -m grader.suspicious` writes it).
+   of signs of cheating (reports/suspicious.json, as `python -m grader.suspicious` writes it),
+   within a fixed share of the grading time (settings.END_CHECKS_*): who similarity could not
+   compare by then is listed as not compared.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from ..exercise import spec
 from ..settings import report_dir
+from ..verdicts.budget import NOT_COMPARED, end_checks_seconds
 from . import cluster, intake, suspicious
 from . import workers as workers_mod
 from .preflight import check_submission
@@ -79,9 +82,11 @@ def run(
         record = reports / "replay" / f"{student}.json"
         if record.exists():
             info["problems"] = json.loads(record.read_text()).get("problems", [])
-    signs = suspicious.collect_findings(course)
+    seconds = end_checks_seconds(summary["seconds"])  # a share of the grading time, at least a floor
+    signs = suspicious.collect_findings(course, seconds=seconds)
     suspicious.write(course, signs)
-    summary["suspicious"] = len(suspicious.by_student(signs))
+    summary["suspicious"] = len(suspicious.by_student([s for s in signs if s.kind != NOT_COMPARED]))
+    summary["not_compared"] = sorted({s for e in signs if e.kind == NOT_COMPARED for s in e.students})
     (reports / "batch.json").write_text(json.dumps(summary, indent=1))
     return summary
 

@@ -5,6 +5,12 @@ nbgrader itself stops a student's grading at a file it cannot parse and gives no
 Here: a notebook under another name is graded under the expected one; old formats and
 stray bytes are converted; huge outputs are dropped (the grader re-runs the notebook);
 an unreadable file is kept beside as `<name>.unreadable` and graded as empty.
+
+Bounded (limits in grader/settings.py), as every analysis of a student's text: a file over
+NOTEBOOK_BYTES is not even read and one of more than NOTEBOOK_CELLS cells is not parsed further
+(nbformat's validation costs each cell), both graded as empty; a cell whose source is over
+NOTEBOOK_CELL_CHARS is emptied, not graded, with a note; past PREFLIGHT_SECONDS (looked at
+between the steps and at each cell, nothing interrupted) the notebook is graded as empty.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ from pathlib import Path
 
 import nbformat
 
+from ..settings import NOTEBOOK_BYTES, NOTEBOOK_CELL_CHARS, NOTEBOOK_CELLS, PREFLIGHT_SECONDS
+from ..verdicts.budget import Budget
 from .quote import for_markdown
 
 HUGE_BYTES = 5 * 1024 * 1024
-TOO_BIG_BYTES = 200 * 1024 * 1024  # not even read: nbgrader would hold several copies in memory
 
 
 @dataclass
@@ -30,11 +37,11 @@ class Preflight:
 
 
 def _read(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
-    notes = []
+    notes, budget = [], Budget("notebook", seconds=PREFLIGHT_SECONDS)
     size = path.stat().st_size
-    if size > TOO_BIG_BYTES:
+    if size > NOTEBOOK_BYTES:  # not even read: nbgrader would hold several copies in memory
         raise ValueError(
-            f"the file is {size / 2**20:.0f} MB, over the {TOO_BIG_BYTES // 2**20} MB a notebook may have"
+            f"the file is {size / 2**20:.0f} MB, over the {NOTEBOOK_BYTES // 2**20} MB a notebook may have"
         )
     raw = path.read_bytes()
     if not raw.strip():
@@ -50,10 +57,14 @@ def _read(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
         raise ValueError(f"the file is not a notebook (not JSON: {e.msg} at line {e.lineno})") from None
     if not isinstance(data, dict) or "cells" not in data and "worksheets" not in data:
         raise ValueError("the file is JSON but not a notebook")
+    if (cells := _cell_count(data)) > NOTEBOOK_CELLS:
+        raise ValueError(f"the notebook has {cells:,} cells, over the {NOTEBOOK_CELLS:,} a notebook may have")
     version = data.get("nbformat")
+    budget.spend()
     nb = nbformat.reads(text, as_version=4)
     if version != 4:
         notes.append(f"the notebook was in format {version}: it was converted to format 4")
+    notes += _bound_cells(nb, budget)
     if len(raw) > HUGE_BYTES:
         for cell in nb.cells:
             if cell.get("cell_type") == "code":
@@ -63,8 +74,34 @@ def _read(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
             f"the notebook was {len(raw) / 2**20:.0f} MB: its outputs were dropped (they are re-made)"
         )
     nbformat.validator.normalize(nb)
+    budget.spend()
     nbformat.validate(nb)
+    budget.spend()
     return nb, notes
+
+
+def _cell_count(data: dict) -> int:
+    """Cells of a notebook's JSON, format 4's or format 3's (in worksheets)."""
+    sheets = [data] if "cells" in data else data.get("worksheets")
+    sheets = [w.get("cells") for w in sheets if isinstance(w, dict)] if isinstance(sheets, list) else []
+    return sum(len(cells) for cells in sheets if isinstance(cells, list))
+
+
+def _bound_cells(nb: nbformat.NotebookNode, budget: Budget) -> list[str]:
+    """A cell whose source is over NOTEBOOK_CELL_CHARS is emptied: no part of the kit would read
+    it in time (nbgrader, the replay, the scan). The deadline is looked at each cell."""
+    notes = []
+    for i, cell in enumerate(nb.cells):
+        budget.spend()
+        if isinstance(cell.get("source"), str) and len(cell.source) > NOTEBOOK_CELL_CHARS:
+            notes.append(
+                f"cell {i + 1} has {len(cell.source):,} characters, over the {NOTEBOOK_CELL_CHARS:,} a cell "
+                "may have: it was emptied and not graded"
+            )
+            cell.source = ""
+            if cell.get("cell_type") == "code":
+                cell.outputs, cell.execution_count = [], None
+    return notes
 
 
 def check_submission(folder: Path, notebook: str, release_nb: Path) -> Preflight:

@@ -8,29 +8,34 @@ reordered independent lines. Per answer cell and added cell: parse (comments, sp
 the names the exercise gives (the instructor's notebook outside the solution regions, the
 gradients, builtins), the student's helpers all become "_"; order each block canonically
 (topologically by the data dependencies, independent statements by text); hash k-grams
-of the unparsed tokens and winnow. The lecture's solution is MOSS's base file: k-grams of the
-instructor's notebook are ignored, as are those many students hold (MOSS's -m). An inverted
-index from fingerprint to students compares only students sharing one.
+of the unparsed tokens and winnow (canonical.py). The lecture's solution is MOSS's base file:
+k-grams of the instructor's notebook are ignored, as are those many students hold (MOSS's -m).
+An inverted index from fingerprint to students compares only students sharing one.
+
+Bounded (verdicts/budget.py, limits in grader/settings.py): a cell, or a submission, over its
+size or work or time is not compared, and listed (kind "too_large"); past the class's deadline
+(the batch's: a share of its grading time) the students not compared are listed ("not_compared").
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import copy
 import hashlib
-import heapq
 import json
 import re
 import sys
 import textwrap
 from collections import Counter, defaultdict, namedtuple
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
 from ..exercise import spec
 from ..exercise.cells import nbgrader_meta, strip_magics
+from ..settings import NOTEBOOK_BYTES
+from ..verdicts.budget import NOT_COMPARED, TOO_LARGE, Budget, OverBudget, for_cell, for_class, for_submission
+from .canonical import statements, tokens
 from .quote import for_log
 
 K = 10  # tokens per k-gram: about one short gradient line
@@ -38,15 +43,10 @@ WINDOW = 4  # winnowing window: every common run of K + WINDOW - 1 tokens leaves
 MIN_SHARED = 10  # fewer shared fingerprints (~2 lines) is what two honest variants share by chance
 MAX_HOLDERS = 10  # a fingerprint more students hold is common knowledge (MOSS's -m)
 THRESHOLD = 0.5  # shared / the smaller student's own fingerprints: a copier of part is seen too
-_MAX_SORTED = 400  # statements per block past which the order is kept (the sort is quadratic)
 _EVIDENCE_ROWS = 12
 _NB = f"{spec.ASSIGNMENT}/{spec.NOTEBOOK}.ipynb"
 _ANSWERS = set(spec.ANSWER_CELLS.values())
-_TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
 _SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION", re.M | re.S)
-_COMPOUND = (ast.FunctionDef, ast.ClassDef, ast.For, ast.While, ast.If, ast.With)  # async ones: a leaf
-_FLOW = (ast.Return, ast.Raise, ast.Break, ast.Continue, ast.Global, ast.Nonlocal)
-_NAMED = {ast.Name: "id", ast.arg: "arg", ast.FunctionDef: "name"}
 _BROKEN = (ValueError, TypeError, RecursionError, MemoryError)  # a student's notebook we cannot read
 
 
@@ -58,101 +58,22 @@ class Finding:
     kind: str = "similar"
 
 
-# label: its grade id or "cell 12 (added)"; line_of: per token, the first line of its statement
-_Cell = namedtuple("_Cell", "label lines tokens line_of")
+@dataclass
+class Skipped:
+    """What was not compared, and why: a sign in the TAs' list (suspicious.py)."""
+
+    student: str
+    kind: str  # "unreadable", TOO_LARGE or NOT_COMPARED
+    evidence: str
+    grade_ids: list[str] = field(default_factory=list)  # the answer cells not compared
+
+    def __str__(self) -> str:
+        return f"{self.student}: {self.evidence}"
 
 
-def _rename(tree, fixed: set[str]):
-    """The student's own names -> "_", and 1 spelt as 1.0. One placeholder, not v0, v1... by first
-    use: a helper inserted by a copier would renumber every later one."""
-    for node in ast.walk(tree):
-        attr = _NAMED.get(type(node))
-        if attr and getattr(node, attr) not in fixed:
-            setattr(node, attr, "_")
-        elif isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) < 2**53:
-            node.value = float(node.value)
-    return tree
-
-
-def _base_name(node) -> str | None:
-    while isinstance(node, (ast.Subscript, ast.Attribute, ast.Call)):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _effects(stmt) -> tuple[set, set, bool]:
-    """Names a statement reads, names it may change, and whether it steers control flow. The
-    order only has to be the same for two copies, so what a copier cannot swap is enough."""
-    reads, writes = set(), set()
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Name):
-            (reads if isinstance(node.ctx, ast.Load) else writes).add(node.id)
-        elif isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
-            writes.add(_base_name(node))  # dC[ix] += ... changes dC
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "")[-1:] == "_":
-            writes.add(_base_name(node.func))  # torch's in-place methods: x.add_(y) changes x
-    if isinstance(stmt, ast.Expr):
-        writes |= reads  # a bare call may change whatever it is given
-    flow = not isinstance(stmt, _COMPOUND[:2]) and any(isinstance(n, _FLOW) for n in ast.walk(stmt))
-    return reads | (writes if isinstance(stmt, ast.AugAssign) else set()), writes, flow
-
-
-def _canonical(stmts: list, fixed: set[str]) -> list:
-    """The block in a canonical order: dependent statements keep theirs, the others by text."""
-    stmts = [s for s in stmts if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-    for s in (s for s in stmts if isinstance(s, _COMPOUND)):
-        s.body, s.orelse = _canonical(s.body, fixed), _canonical(getattr(s, "orelse", []), fixed)
-    if len(stmts) > _MAX_SORTED:
-        return stmts
-    keys = [ast.dump(_rename(copy.deepcopy(s), fixed)) for s in stmts]
-    eff, n = [_effects(s) for s in stmts], len(stmts)
-    dep = lambda a, b: a[2] or b[2] or a[1] & (b[0] | b[1]) or a[0] & b[1]  # b must stay after a
-    after = [[j for j in range(i + 1, n) if dep(eff[i], eff[j])] for i in range(n)]
-    waiting = Counter(j for js in after for j in js)
-    ready, out = [(keys[i], i) for i in range(n) if not waiting[i]], []
-    heapq.heapify(ready)  # Kahn's topological sort, the smallest text first among the ready
-    while ready:
-        i = heapq.heappop(ready)[1]
-        out.append(stmts[i])
-        for j in after[i]:
-            waiting[j] -= 1
-            if not waiting[j]:
-                heapq.heappush(ready, (keys[j], j))
-    return out
-
-
-def _emit(stmts: list, tokens: list[str], line_of: list[int]) -> None:
-    for s in stmts:
-        head = copy.copy(s)
-        if isinstance(s, _COMPOUND):  # the header alone, then the blocks
-            head.body, head.orelse = [ast.Pass()], []
-        found = _TOKEN.findall(ast.unparse(head)) + [";"]
-        tokens += found
-        line_of += [s.lineno] * len(found)
-        if isinstance(s, _COMPOUND):
-            _emit(s.body + s.orelse, tokens, line_of)
-
-
-def _parse(source: str) -> list:
-    """The cell's statements; a cell that does not parse as a whole, line by line."""
-    stmts = []
-    for n, text in enumerate([source] + source.split("\n")):
-        try:
-            tree = ast.parse(text if n == 0 else text.strip())
-        except (SyntaxError, ValueError):  # ValueError: a null byte
-            continue
-        if n == 0:
-            return tree.body
-        stmts += ast.increment_lineno(tree, n - 1).body
-    return stmts
-
-
-def _tokens(source: str, fixed: set[str]) -> tuple[list[str], list[int]]:
-    tokens, line_of = [], []
-    _emit(
-        _rename(ast.Module(_canonical(_parse(strip_magics(source)), fixed), []), fixed).body, tokens, line_of
-    )
-    return tokens, line_of
+# label: its grade id or "cell 12 (added)"; line_of: per token, the first line of its statement;
+# prints: its winnowed fingerprints, hash -> token
+_Cell = namedtuple("_Cell", "label lines tokens line_of prints")
 
 
 def _hashes(tokens: list[str]) -> list[int]:
@@ -175,13 +96,13 @@ def _given_names(sources: list[str], given: list[str]) -> set[str]:
     fixed = set(dir(builtins)) | {spec.EX4_FUNCTION, *spec.EX4_ARGUMENTS}
     fixed |= {g.name for g in spec.GRADIENTS} | {g.target for g in spec.GRADIENTS}
     stored = lambda tree: {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.ctx != ast.Load()}
-    for stmt in (s for t in given for s in _parse(strip_magics(t))):  # loop variables are anyone's
+    for stmt in (s for t in given for s in statements(strip_magics(t))):  # loop variables are anyone's
         if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             fixed |= stored(stmt)
         elif isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef)):
             fixed |= {getattr(stmt, "name", None), *(a.asname or a.name for a in getattr(stmt, "names", []))}
     for region in (m.group() for s in sources for m in _SOLUTION.finditer(s)):
-        tree = ast.Module(_parse(textwrap.dedent(region)), [])
+        tree = ast.Module(statements(textwrap.dedent(region)), [])
         fixed |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - stored(tree)
     return fixed
 
@@ -192,16 +113,19 @@ def _reference(course: Path) -> tuple[set[str], set[int]]:
     sources = ["".join(c["source"]) for c in cells if c.get("cell_type") == "code"]
     given = [_SOLUTION.sub(r"\1raise NotImplementedError()", s) for s in sources]  # the release's
     fixed = _given_names(sources, given)
-    return fixed, {h for text in sources + given for h in _hashes(_tokens(text, fixed)[0])}
+    return fixed, {h for text in sources + given for h in _hashes(tokens(text, fixed)[0])}
 
 
-def _student_cells(path: Path, fixed: set[str]) -> list[_Cell]:
-    """The answer cells and the cells the student added; ValueError for a broken notebook."""
+def _sources(path: Path):
+    """(label, source) of the answer cells and the cells the student added; ValueError for a
+    broken notebook, OverBudget for one larger than preflight reads."""
     try:
+        if (size := path.stat().st_size) > NOTEBOOK_BYTES:
+            raise OverBudget("submission", f"the notebook is {size >> 20} MB, over {NOTEBOOK_BYTES >> 20} MB")
         nb = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ValueError(f"unreadable notebook ({type(e).__name__})") from None
-    cells, out = nb.get("cells") if isinstance(nb, dict) else None, []
+    cells = nb.get("cells") if isinstance(nb, dict) else None
     for i, cell in enumerate(cells if isinstance(cells, list) else [None]):  # no list: "cell 0" is broken
         source = cell.get("source", "") if isinstance(cell, dict) else None
         if isinstance(source, list) and all(isinstance(s, str) for s in source):
@@ -211,29 +135,89 @@ def _student_cells(path: Path, fixed: set[str]) -> list[_Cell]:
         meta = nbgrader_meta(cell)
         gid = g if isinstance(g := meta.get("grade_id"), str) and g in _ANSWERS else None
         if cell.get("cell_type") == "code" and (gid or not meta):  # not the instructor's cells
-            out.append(_Cell(gid or f"cell {i} (added)", source.split("\n"), *_tokens(source, fixed)))
+            yield gid or f"cell {i} (added)", source
+
+
+def _cell(label: str, source: str, fixed: set[str], budget: Budget) -> _Cell:
+    budget.take(len(source))
+    found, line_of = tokens(source, fixed, budget)
+    prints = _winnow(_hashes(found))
+    budget.spend(len(found))  # the hashing, and a look at the clock
+    return _Cell(label, source.split("\n"), found, line_of, prints)
+
+
+def _student_cells(student: str, path: Path, fixed: set[str], budget: Budget, notes: list) -> list[_Cell]:
+    """Each cell within its own budget and the submission's; a cell over its own is not compared,
+    nor any past the submission's (listed in `notes`). ValueError for a broken notebook."""
+    out, over, left = [], None, []
+    for label, source in _sources(path):
+        if over:
+            left.append(label)
+            continue
+        try:
+            out.append(_cell(label, source, fixed, for_cell(budget)))
+        except (OverBudget, RecursionError, MemoryError) as e:
+            level, reason = getattr(e, "level", "cell"), str(e) if isinstance(e, OverBudget) else ""
+            if level == "class":
+                raise
+            reason = f"too large to compare ({reason or 'nested too deeply'})"
+            if level == "cell":
+                notes.append(Skipped(student, TOO_LARGE, f"{label}: {reason}", sorted({label} & _ANSWERS)))
+            else:
+                over, left = reason, [label]
+    if over:
+        named = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+        notes.append(Skipped(student, TOO_LARGE, f"{named}: {over}", sorted(set(left) & _ANSWERS)))
     return out
 
 
-def _fingerprints(course: Path, fixed: set[str], base: set[int], notes: list[str]):
+def _fingerprints(course: Path, fixed: set[str], base: set[int], notes: list, budget: Budget):
     """Each student's cells (the submitted copy, else the autograded one), and their fingerprints
-    the base does not hold: hash -> (cell, token)."""
+    the base does not hold: hash -> (cell, token). Past the class's deadline: not compared."""
     paths = {
         p.parts[-3]: p for stage in ("autograded", "submitted") for p in (course / stage).glob(f"*/{_NB}")
     }
-    cells, prints = {}, {}
-    for student, path in sorted(paths.items()):
+    cells, prints, students = {}, {}, sorted(paths.items())
+    for n, (student, path) in enumerate(students):
         try:
-            cells[student] = _student_cells(path, fixed)
+            cells[student] = _student_cells(student, path, fixed, for_submission(budget), notes)
+        except OverBudget as e:
+            if e.level == "class":
+                notes += _not_compared([s for s, _ in students[n:]], budget)
+                break
+            notes.append(Skipped(student, TOO_LARGE, f"skipped, too large to compare ({e})"))
+            continue
         except _BROKEN as e:  # hostile input costs one student only
-            notes.append(f"{student}: skipped, {str(e) or type(e).__name__}")
+            notes.append(Skipped(student, "unreadable", f"skipped, {str(e) or type(e).__name__}"))
             continue
         prints[student] = {}
         for c, cell in enumerate(cells[student]):
-            for h, pos in _winnow(_hashes(cell.tokens)).items():
+            for h, pos in cell.prints.items():
                 if h not in base:
                     prints[student].setdefault(h, (c, pos))
     return cells, prints
+
+
+def _not_compared(students: list[str], budget: Budget, what: str = "") -> list[Skipped]:
+    why = f"not compared{what}: the similarity check's {budget.seconds:g} s were over"
+    return [Skipped(s, NOT_COMPARED, why) for s in students]
+
+
+def _shared(prints: dict, notes: list, budget: Budget) -> tuple[Counter, set[int]]:
+    """Fingerprints in common, by pair; and those too many hold (common knowledge)."""
+    holders = defaultdict(list)
+    for student, fps in prints.items():
+        for h in fps:
+            holders[h].append(student)
+    limit = max(MAX_HOLDERS, len(prints) // 20)
+    common, shared = {h for h, who in holders.items() if len(who) > limit}, Counter()
+    try:
+        for who in (who for who in holders.values() if len(who) <= limit):
+            budget.spend(len(who))
+            shared.update(combinations(who, 2))
+    except OverBudget:  # the pairs counted so far are found, with fewer fingerprints: none is false
+        notes += _not_compared(sorted(prints), budget, " with every classmate")
+    return shared, common
 
 
 def _evidence(names, cells, prints, shared: set[int], own: tuple[int, int]) -> tuple[str, list[str]]:
@@ -258,18 +242,16 @@ def _evidence(names, cells, prints, shared: set[int], own: tuple[int, int]) -> t
     return "\n".join(out), sorted(used & _ANSWERS)
 
 
-def similar_pairs(course: Path, *, threshold: float = THRESHOLD, notes: list | None = None) -> list[Finding]:
+def similar_pairs(
+    course: Path, *, threshold: float = THRESHOLD, notes: list | None = None, seconds: float | None = None
+) -> list[Finding]:
     """Pairs sharing at least MIN_SHARED fingerprints the lecture does not explain, and at least
     `threshold` of the smaller one's own; most similar first. A fingerprint held by more than
-    MAX_HOLDERS (or 5% of the class) is common knowledge. Students skipped are told in `notes`."""
-    cells, prints = _fingerprints(course, *_reference(course), [] if notes is None else notes)
-    holders = defaultdict(list)
-    for student, fps in prints.items():
-        for h in fps:
-            holders[h].append(student)
-    limit = max(MAX_HOLDERS, len(prints) // 20)
-    common = {h for h, who in holders.items() if len(who) > limit}
-    shared = Counter(pair for who in holders.values() if len(who) <= limit for pair in combinations(who, 2))
+    MAX_HOLDERS (or 5% of the class) is common knowledge. What was not compared (Skipped) is
+    told in `notes`; `seconds`: the class's deadline (None: none, each submission is bounded)."""
+    notes, budget = [] if notes is None else notes, for_class(seconds)
+    cells, prints = _fingerprints(course, *_reference(course), notes, budget)
+    shared, common = _shared(prints, notes, budget)
     findings = []
     for (a, b), n in shared.items():
         own = (len(prints[a].keys() - common), len(prints[b].keys() - common))
@@ -283,7 +265,7 @@ def similar_pairs(course: Path, *, threshold: float = THRESHOLD, notes: list | N
 def main(argv: list[str]) -> int:
     notes = []
     findings = similar_pairs(Path(argv[0] if argv else ".").resolve(), notes=notes)
-    print("\n".join(f"note: {for_log(note)}" for note in notes) or "no student skipped")
+    print("\n".join(f"note: {for_log(str(note))}" for note in notes) or "no student skipped")
     for student in sorted({s for f in findings for s in f.students}):
         found = [f for f in findings if student in f.students]
         print(f"{for_log(student)}: similar to {len(found)} other(s) (grades unchanged)")

@@ -6,7 +6,9 @@ COURSE/reports/suspicious.json, a JSON list with one entry per sign:
     {"students": ["bob"], "kind": "autograd", "evidence": "ex1_solution, line 3: reads .grad: ...",
      "grade_ids": ["ex1_dlogprobs", ...]}
 A student with nothing to report is in no entry. Grades follow the replay either way: this is a
-list to look at, not a verdict.
+list to look at, not a verdict. What similarity did not compare is an entry too: "too_large" (a
+cell or submission over its budget), "not_compared" (the class's deadline came first),
+"unreadable"; the batch gives similarity a deadline, a share of its grading time.
 """
 
 from __future__ import annotations
@@ -47,10 +49,14 @@ def read_records(course: Path) -> dict[str, dict]:
     return out
 
 
-def collect_findings(course: Path, *, records: dict[str, dict] | None = None) -> list[Entry]:
-    """Every sign in the class, student by student, then the similar pairs."""
+def collect_findings(
+    course: Path, *, records: dict[str, dict] | None = None, seconds: float | None = None
+) -> list[Entry]:
+    """Every sign in the class, student by student, then the similar pairs (and what was not
+    compared); `seconds`: similarity's deadline for the class (None: each submission's own only)."""
     records = read_records(course) if records is None else records
-    return [e for student, record in records.items() for e in _entries(student, record)] + _similar(course)
+    signs = [e for student, record in records.items() for e in _entries(student, record)]
+    return signs + _similar(course, seconds)
 
 
 def _entries(student: str, record: dict) -> list[Entry]:
@@ -78,20 +84,23 @@ def _legacy(reason: str) -> dict:
     return {"kind": "other", "evidence": reason, "grade_ids": []}
 
 
-def _similar(course: Path) -> list[Entry]:
-    """Pairs of near-identical submissions, from grader/course/similarity.py if it is there."""
+def _similar(course: Path, seconds: float | None = None) -> list[Entry]:
+    """Pairs of near-identical submissions, from grader/course/similarity.py if it is there, and
+    the students or cells it did not compare."""
     try:
         from .similarity import similar_pairs  # lazily: written separately, may be absent
     except ModuleNotFoundError as e:
         if e.name != f"{__package__}.similarity":
             raise
         return []  # HOOK (issue 11, section 5): similarity.py's pairs join the list here
+    notes = []
     try:
-        pairs = similar_pairs(course)
+        pairs = similar_pairs(course, notes=notes, seconds=seconds)
     except (OSError, ValueError) as e:  # no instructor's notebook to compare against, say
         print(f"note: similar pairs not computed: {for_log(e)}", file=sys.stderr)
         return []
-    return [Entry(list(f.students), f.kind, f.evidence, list(f.grade_ids)) for f in pairs]
+    out = [Entry(list(f.students), f.kind, f.evidence, list(f.grade_ids)) for f in pairs]
+    return out + [Entry([n.student], n.kind, n.evidence, list(n.grade_ids)) for n in notes]
 
 
 def by_student(entries: list[Entry]) -> dict[str, list[Entry]]:

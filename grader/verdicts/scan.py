@@ -1,7 +1,8 @@
 """A static scan of the student's cells for autograd and dynamic tricks.
 
 It only flags: the replay decides grades. A flag lists the submission for a TA. The rules on
-modules and on torch's own derivative code are in scan_rules.py.
+modules and on torch's own derivative code are in scan_rules.py. Bounded (budget.py): a cell over
+its size, work or time, or past its submission's, is not scanned and is a "too_large" sign.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from dataclasses import dataclass
 
 from ..exercise import spec
 from ..exercise.cells import strip_magics
+from .budget import TOO_LARGE, Budget, OverBudget, for_cell, for_submission, parse, walk
 from .scan_rules import attribute_sign, import_sign, imported_signs, lookup_sign, name_sign, own_names
+from .scan_targets import dotted, key, replaced, shared
 
 ANSWER_LABELS = set(spec.ANSWER_CELLS.values())
 
@@ -58,12 +61,11 @@ FILE_READERS = {
     "read_text": "reads a file",
     "read_bytes": "reads a file",
 }
-PATCHABLE = {"torch", "F", "nn", "np", "numpy", "builtins", "grader", "math", "os", "sys", "random"}
 
 
 # The kinds a TA sees (reports/suspicious.json). These are suspicious wherever they are; the
 # others ("autograd", "file", "dynamic") are normal in a student's own checking cells.
-ANYWHERE = {"tampering", "introspection", "unparsable"}
+ANYWHERE = {"tampering", "introspection", "unparsable", TOO_LARGE}
 # Calls whose result cannot carry a gradient into an answer: what they get is only looked at.
 SHOWN = {"print", "display", "pprint", "cmp"}
 LOOKS = SHOWN | {"abs", "max", "min", "sum", "mean", "norm", "item", "all", "any", "allclose", "equal"}
@@ -101,62 +103,37 @@ def _file_access(label: str, call: ast.Call, line: str) -> Finding:
     return Finding(label, call.lineno, "opens a file outside the submission folder", line, "tampering")
 
 
-def scan_source(label: str, source: str, own: set[str] | frozenset[str] = frozenset()) -> list[Finding]:
-    """`own`: the names the student's other cells bind (scan_rules.bound_names), theirs here too."""
+def scan_source(
+    label: str, source: str, own: set[str] | frozenset[str] = frozenset(), budget: Budget | None = None
+) -> list[Finding]:
+    """`own`: the names the student's other cells bind (scan_rules.bound_names), theirs here too.
+    `budget`: the submission's (budget.for_submission(), one for all its cells; None: this cell's
+    own only). A cell over its budget, or past the submission's, is one "too_large" finding."""
+    cell = for_cell(budget or for_submission())
     try:
-        tree = ast.parse(strip_magics(source))
-    except SyntaxError as e:
-        return [Finding(label, e.lineno or 0, "does not parse", e.msg or "", "unparsable")]
-    scanner = _Scanner(label, source.split("\n"), tree, own)
-    scanner.visit(tree)
+        cell.take(len(source))
+        tree = parse(strip_magics(source), cell)
+    except (SyntaxError, ValueError) as e:  # ValueError: a null byte
+        why = getattr(e, "msg", None) or str(e)
+        return [Finding(label, getattr(e, "lineno", None) or 0, "does not parse", why, "unparsable")]
+    except OverBudget as e:
+        return [Finding(label, 1, "not scanned, too large", str(e), TOO_LARGE)]
+    scanner = _Scanner(label, source.split("\n"), tree, own, cell)
+    try:
+        scanner.visit(tree)
+    except (OverBudget, RecursionError) as e:  # what was found so far stays
+        scanner.found.append(
+            Finding(label, 1, "not scanned, too large", str(e) or "nested too deeply", TOO_LARGE)
+        )
     once = {(f.line, f.what): f for f in scanner.found}  # torch._decomp.decomposition_table: one
     return sorted(once.values(), key=lambda f: (f.line, f.what))
-
-
-def _dotted(node) -> str | None:
-    """`torch.nn.functional.x` for an attribute chain that starts at a plain name, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
-
-
-def _shared(node) -> str | None:
-    """The dotted name if it belongs to a module every cell and the grader share (PATCHABLE)."""
-    name = _dotted(node)
-    return name if name and name.split(".")[0] in PATCHABLE else None
-
-
-def _key(node) -> str:
-    return str(node.value) if isinstance(node, ast.Constant) else "<computed>"
-
-
-def _replaced(target) -> list[str]:
-    """What an assignment (or del) target rebinds in a shared module. Only its own structure
-    counts: `sm[torch.arange(n), Yb] -= 1` modifies `sm`; `torch.arange = f` replaces torch's."""
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [name for elt in target.elts for name in _replaced(elt)]
-    if isinstance(target, ast.Starred):
-        return _replaced(target.value)
-    if isinstance(target, ast.Attribute):
-        return [name] if (name := _shared(target)) else []
-    if not isinstance(target, ast.Subscript):
-        return []
-    inner = target.value
-    if isinstance(inner, ast.Attribute) and inner.attr == "__dict__" and (owner := _shared(inner.value)):
-        return [f"{owner}.{_key(target.slice)}"]  # torch.__dict__["arange"] = f
-    is_vars = isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "vars"
-    if is_vars and inner.args and (owner := _shared(inner.args[0])):
-        return [f"{owner}.{_key(target.slice)}"]  # vars(torch)["arange"] = f
-    return [name] if (name := _shared(inner)) else []  # sys.modules["torch"] = fake
 
 
 class _Scanner(ast.NodeVisitor):
     """One visit per kind of node that can be a sign; every node is visited."""
 
-    def __init__(self, label: str, lines: list[str], tree: ast.AST, own=frozenset()):
-        self.label, self.lines, self.found = label, lines, []
+    def __init__(self, label: str, lines: list[str], tree: ast.AST, own, budget: Budget):
+        self.label, self.lines, self.found, self.budget = label, lines, [], budget
         self.own = own_names(tree) | own
         self.parent = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
         # a cell that rebinds print (`def print(x): ...`) makes "only looked at" mean nothing
@@ -165,6 +142,10 @@ class _Scanner(ast.NodeVisitor):
         bound |= {a.asname or a.name for a in ast.walk(tree) if isinstance(a, ast.alias)}
         self.looks = LOOKS - bound
 
+    def visit(self, node):
+        self.budget.spend()
+        return super().visit(node)
+
     def _code(self, node) -> str:
         return self.lines[node.lineno - 1] if 0 < getattr(node, "lineno", 0) <= len(self.lines) else ""
 
@@ -172,7 +153,7 @@ class _Scanner(ast.NodeVisitor):
         self.found.append(Finding(self.label, node.lineno, what, self._code(node), kind))
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        sign = attribute_sign(node.attr, _dotted(node), _shared(node) is not None, self.own)
+        sign = attribute_sign(node.attr, dotted(node), shared(node) is not None, self.own)
         if sign:
             self._add(node, *sign)
         elif node.attr == "grad":
@@ -207,6 +188,7 @@ class _Scanner(ast.NodeVisitor):
     def _only_looked_at(self, node) -> bool:
         child, up = node, self.parent.get(id(node))
         while up is not None and not isinstance(up, ast.stmt):
+            self.budget.spend()
             if isinstance(up, ast.NamedExpr):
                 return False  # (x := W1.grad) keeps it, wherever it is
             if isinstance(up, ast.Call) and child is not up.func and _call_name(up) in SHOWN & self.looks:
@@ -216,12 +198,14 @@ class _Scanner(ast.NodeVisitor):
             return True
         # a bare expression is the cell's output: looked at, unless one of its calls may keep it
         calls = (
-            [c for c in ast.walk(up.value) if isinstance(c, ast.Call)] if isinstance(up, ast.Expr) else None
+            [c for c in walk(up.value, self.budget) if isinstance(c, ast.Call)]
+            if isinstance(up, ast.Expr)
+            else None
         )
         return calls is not None and all(_call_name(c) in self.looks for c in calls)
 
     def visit_Call(self, node: ast.Call) -> None:
-        sign = lookup_sign(_dotted(node.func), node.args)
+        sign = lookup_sign(dotted(node.func), node.args)
         if sign:
             self._add(node, *sign)
         name = _call_name(node)
@@ -238,11 +222,11 @@ class _Scanner(ast.NodeVisitor):
 
     def _named_call(self, node: ast.Call, fn: str) -> None:
         name = node.args[1] if len(node.args) > 1 else None
-        owner = _shared(node.args[0]) if node.args else None
+        owner = shared(node.args[0]) if node.args else None
         if fn == "open":
             self.found.append(_file_access(self.label, node, self._code(node)))
         elif fn in ("setattr", "delattr") and owner and name is not None:
-            self._add(node, f"{'replaces' if fn == 'setattr' else 'deletes'} {owner}.{_key(name)}")
+            self._add(node, f"{'replaces' if fn == 'setattr' else 'deletes'} {owner}.{key(name)}")
         elif fn in DYNAMIC_CALLS:
             self._add(
                 node, DYNAMIC_CALLS[fn], "dynamic" if fn in ("globals", "vars", "setattr") else "tampering"
@@ -261,7 +245,7 @@ class _Scanner(ast.NodeVisitor):
 
     def _assignment(self, node, targets: list, verb: str = "replaces") -> None:
         for target in targets:
-            for name in _replaced(target):
+            for name in replaced(target):
                 self._add(node, f"{verb} {name}")
         self.generic_visit(node)
 

@@ -19,6 +19,7 @@ import ast
 
 from ..exercise import spec
 from ..exercise.cells import strip_magics
+from .budget import OverBudget, for_cell, for_submission, parse
 
 DERIVATIVE_MARKS = ("_backward", "_jvp", "_make_dual", "_unpack_dual")
 AUTOGRAD_MODULES = (
@@ -90,13 +91,20 @@ def own_names(tree: ast.AST) -> set[str]:
 
 
 def bound_names(sources: list[str]) -> set[str]:
-    """What the cells bind themselves (own_names), the ones that do not parse left out."""
+    """What the cells bind themselves (own_names), the ones that do not parse left out, and those
+    over their budget (budget.py: the scan does not scan them either)."""
     out: set[str] = set()
+    submission = for_submission()
     for source in sources:
+        cell = for_cell(submission)
         try:
-            out |= own_names(ast.parse(strip_magics(source)))
-        except SyntaxError:
+            cell.take(len(source))
+            out |= own_names(parse(strip_magics(source), cell))
+        except (SyntaxError, ValueError):
             continue
+        except OverBudget as e:
+            if e.level == "submission":
+                break
     return out
 
 

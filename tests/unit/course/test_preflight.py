@@ -41,7 +41,7 @@ def test_not_json_is_graded_as_the_empty_assignment(tmp_path, release):
 
 
 def test_an_oversized_file_is_not_read(tmp_path, release, monkeypatch):
-    monkeypatch.setattr(preflight, "TOO_BIG_BYTES", 1000)
+    monkeypatch.setattr(preflight, "NOTEBOOK_BYTES", 1000)
     folder = _submit(tmp_path, b"{" + b" " * 2000 + b"}")
     result = preflight.check_submission(folder, "backprop_ninja", release)
     assert result.unreadable and "over the 0 MB" in result.notes[0]

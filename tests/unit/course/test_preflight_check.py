@@ -130,16 +130,16 @@ def test_an_empty_file_is_replaced(tmp_path):
     assert result.unreadable and "the file is empty" in result.notes[0]
 
 
-def test_a_file_over_too_big_bytes_is_refused(tmp_path, monkeypatch, release_sources):
-    monkeypatch.setattr(preflight, "TOO_BIG_BYTES", 100)
+def test_a_file_over_notebook_bytes_is_refused(tmp_path, monkeypatch, release_sources):
+    monkeypatch.setattr(preflight, "NOTEBOOK_BYTES", 100)
     folder = _submit(tmp_path, _nb("x = 1" + " " * 200).encode())
     result = preflight.check_submission(folder, NAME, RELEASE_NB)
     assert result.unreadable and "over the" in result.notes[0] and _graded_sources(folder) == release_sources
 
 
-def test_a_file_under_too_big_bytes_is_read(tmp_path, monkeypatch):
+def test_a_file_under_notebook_bytes_is_read(tmp_path, monkeypatch):
     data = _nb("x = 1").encode()
-    monkeypatch.setattr(preflight, "TOO_BIG_BYTES", len(data))
+    monkeypatch.setattr(preflight, "NOTEBOOK_BYTES", len(data))
     folder = _submit(tmp_path, data)
     assert preflight.check_submission(folder, NAME, RELEASE_NB).unreadable is False
 

@@ -203,10 +203,11 @@ def test_a_broken_notebook_is_skipped_with_a_note(course, capsys):
     notes = []
     found = similar_pairs(course, notes=notes)
     assert [sorted(f.students) for f in found] == [["copier", "orig"]]  # the others still compared
-    assert notes == [
+    assert [str(n) for n in notes] == [
         "odd: skipped, cell 3 has no text as its source",
         "torn: skipped, unreadable notebook (JSONDecodeError)",
     ]
+    assert {n.kind for n in notes} == {"unreadable"}
     assert main([str(course)]) == 0
     out = capsys.readouterr().out
     assert "note: torn: skipped" in out and "copier: similar to 1 other(s)" in out
