@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ..exercise import spec
+from .budget import for_submission
 from .scan import Finding, scan_source
 from .scan_rules import bound_names
 
@@ -45,7 +46,8 @@ def scan_plan(plan) -> list[Finding]:
     cell binds (`dlogits_backward = ...` in one, read in the next) is not torch's."""
     own = bound_names([c["source"] for c in plan])
     mine = [c for c in plan if c["kind"] in ("answer", "added")]
-    return [f for c in mine for f in scan_source(c["label"], c["source"], own)]
+    budget = for_submission()  # one for all the submission's cells
+    return [f for c in mine for f in scan_source(c["label"], c["source"], own, budget)]
 
 
 def flags(
