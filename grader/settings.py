@@ -34,6 +34,11 @@ ENVIRONMENT: dict[str, tuple[int | float | str, str]] = {
     "BACKPROP_NINJA_STATEMENT_SECONDS": (10.0, "one statement of the student's in the replay"),
     "BACKPROP_NINJA_FIRST_UID": (61000, "first uid of the sandbox users' pool"),
     "BACKPROP_NINJA_UID_COUNT": (1000, "size of that pool"),
+    "BACKPROP_NINJA_ALLOW_UNSANDBOXED": (
+        0,
+        "1: grade even where the sandbox cannot start (staff's explicit choice: submissions then run "
+        "without bubblewrap; grader/sandbox/probe.py)",
+    ),
     "NAMES_TXT": ("", "a names.txt to use instead of downloading it (grader/exercise/data.py)"),
 }
 

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from ..exercise import spec
+from ..preprocessors import unsandboxed
 from ..settings import report_dir
 from ..verdicts.budget import NOT_COMPARED, end_checks_seconds
 from . import cluster, intake, suspicious
@@ -146,8 +147,20 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--workers", type=int, default=None, help="parallel graders (default: all cores)")
     ap.add_argument("--quiet", action="store_true", help="plain lines instead of a progress bar")
     ap.add_argument("--scheduler", help="grade on a Dask cluster: the scheduler's address, tcp://HOST:8786")
+    ap.add_argument(
+        "--allow-unsandboxed",
+        action="store_true",
+        help="grade even where bubblewrap cannot start: student code then runs WITHOUT the sandbox",
+    )
     args, extra = ap.parse_known_args(argv)  # anything else goes to nbgrader (--Execute.timeout=...)
     course = Path(args.course).resolve()
+    refused, warned = unsandboxed.before_batch(course, args.allow_unsandboxed)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 2
+    if warned:
+        print(warned, file=sys.stderr)
+        extra.append(unsandboxed.ALLOW_FLAG)
     try:
         summary = run(
             course,

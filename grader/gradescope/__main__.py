@@ -1,4 +1,5 @@
-"""`python -m grader.gradescope build OUT.zip [--course DIR] [--visibility V]`: the autograder zip.
+"""`python -m grader.gradescope build OUT.zip [--course DIR] [--visibility V] [--allow-unsandboxed]`:
+the autograder zip.
 `... prepare --source DIR` (setup.sh) and `... run [--root DIR]` (run_autograder): on Gradescope."""
 
 from __future__ import annotations
@@ -18,14 +19,27 @@ def main(argv: list[str]) -> int:
     b.add_argument("out", type=Path)
     b.add_argument("--course", type=Path, default=Path("."), help="the course folder (default: .)")
     b.add_argument("--visibility", choices=results.VISIBILITIES, default="visible", help="of each test")
+    b.add_argument(
+        "--allow-unsandboxed",
+        action="store_true",
+        help="grade even where bubblewrap cannot start (students' code then runs WITHOUT the sandbox, "
+        "as another user, with the solutions closed to it); default: such submissions are not graded",
+    )
     p = sub.add_parser("prepare", help="setup.sh: generate the release once")
     p.add_argument("--source", type=Path, required=True, help="where the zip was extracted")
     r = sub.add_parser("run", help="run_autograder: grade the submission, write results/results.json")
     r.add_argument("--root", type=Path, default=Path(os.environ.get("AUTOGRADER_ROOT") or run.DEFAULT_ROOT))
     args = ap.parse_args(argv)
     if args.command == "build":
-        out = build.build(out=args.out, course=args.course, visibility=args.visibility)
+        out = build.build(
+            out=args.out,
+            course=args.course,
+            visibility=args.visibility,
+            allow_unsandboxed=args.allow_unsandboxed,
+        )
         print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MB): upload it as the Gradescope autograder")
+        if args.allow_unsandboxed:
+            print("WARNING: this zip grades WITHOUT a sandbox where bubblewrap cannot start", file=sys.stderr)
     elif args.command == "prepare":
         course.prepare(args.source.resolve() / "course")
     else:

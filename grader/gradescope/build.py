@@ -3,7 +3,8 @@ autograder. Gradescope extracts it into /autograder/source:
 
     setup.sh, run_autograder    at the top, as Gradescope requires (scripts.py)
     requirements.txt            the versions of this virtualenv, pinned (the same judge, the same scores)
-    gradescope.json             the run's settings (visibility of the tests, the build's Python)
+    gradescope.json             the run's settings (visibility of the tests, the build's Python,
+                                whether to grade when the sandbox cannot start: no, by default)
     kit/                        pyproject.toml and the grader package
     course/                     nbgrader_config.py and source/ (the instructor notebook, names.txt)
 
@@ -111,11 +112,23 @@ def requirements_txt(pins: list[str]) -> str:
     return "\n".join(head + pins) + "\n"
 
 
-def plan(*, course: Path, visibility: str = "visible", pins: list[str] | None = None) -> Plan:
-    """Every file of the zip, in order; nothing is read yet but names.txt's location."""
+def plan(
+    *,
+    course: Path,
+    visibility: str = "visible",
+    pins: list[str] | None = None,
+    allow_unsandboxed: bool = False,
+) -> Plan:
+    """Every file of the zip, in order; nothing is read yet but names.txt's location.
+    `allow_unsandboxed`: grade where bubblewrap cannot start (run.py), else refuse."""
     kit_root = PACKAGE.parent
     course_source = course / "source"
-    settings = {"visibility": visibility, "python": platform.python_version(), "assignment": spec.ASSIGNMENT}
+    settings = {
+        "visibility": visibility,
+        "python": platform.python_version(),
+        "assignment": spec.ASSIGNMENT,
+        "allow_unsandboxed": allow_unsandboxed,
+    }
     entries = [
         Entry("setup.sh", data=scripts.SETUP_SH.encode(), executable=True),
         Entry("run_autograder", data=scripts.RUN_AUTOGRADER.encode(), executable=True),
@@ -143,5 +156,6 @@ def write_zip(the_plan: Plan, out: Path) -> Path:
     return out
 
 
-def build(*, out: Path, course: Path, visibility: str = "visible") -> Path:
-    return write_zip(plan(course=course.resolve(), visibility=visibility), out)
+def build(*, out: Path, course: Path, visibility: str = "visible", allow_unsandboxed: bool = False) -> Path:
+    the_plan = plan(course=course.resolve(), visibility=visibility, allow_unsandboxed=allow_unsandboxed)
+    return write_zip(the_plan, out)

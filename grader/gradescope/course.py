@@ -19,6 +19,8 @@ from ..course import intake
 from ..course.preflight import check_submission
 from ..course.report import read_scores
 from ..exercise import spec
+from ..preprocessors.unsandboxed import ALLOW_FLAG
+from ..sandbox.probe import refused_reason
 from ..settings import report_dir
 
 AUTOGRADE_SECONDS = 3600  # Gradescope's own timeout (up to 40 min, set per assignment) comes first
@@ -67,6 +69,14 @@ def prepare(course: Path) -> None:
         raise RuntimeError(f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}")
 
 
+class SandboxRefused(RuntimeError):
+    """nbgrader refused the submission: the sandbox did not start there (grader/sandbox/probe.py)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
 @dataclass
 class Graded:
     scores: dict[str, float]
@@ -82,8 +92,11 @@ def _copy_course(template: Path, work: Path) -> None:
         shutil.copytree(template / folder, work / folder)
 
 
-def autograde(*, template: Path, work: Path, student: str, notebook: Path) -> Graded:
-    """Grade `notebook` as `student`'s in a copy of the prepared course at `work`."""
+def autograde(
+    *, template: Path, work: Path, student: str, notebook: Path, allow_unsandboxed: bool = False
+) -> Graded:
+    """Grade `notebook` as `student`'s in a copy of the prepared course at `work`; without
+    bubblewrap only if `allow_unsandboxed` (else SandboxRefused, as nbgrader refuses)."""
     prepare(template)
     _copy_course(template, work)
     folder = work / "submitted" / student / spec.ASSIGNMENT
@@ -98,10 +111,13 @@ def autograde(*, template: Path, work: Path, student: str, notebook: Path) -> Gr
         spec.ASSIGNMENT,
         "--force",
         f"--student={student}",
+        *([ALLOW_FLAG] if allow_unsandboxed else []),
         log=report_dir(work) / "nbgrader.log",
     )
     record_path = report_dir(work) / "replay" / f"{student}.json"
     found = [s for s in read_scores(_db_url(work)) if s.student == student]
+    if proc.returncode != 0 and (refused := refused_reason(proc.stdout + proc.stderr)):
+        raise SandboxRefused(refused)
     if proc.returncode != 0 or not found or not record_path.is_file():
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
         raise RuntimeError(f"nbgrader autograde did not grade the submission ({proc.returncode}):\n{tail}")

@@ -2,7 +2,10 @@
 judge's record (reports/replay/<student>.json), in the order of the exercise's spec.
 
 Format: https://gradescope-autograders.readthedocs.io/en/latest/specs/ (top-level score,
-execution_time, output, tests[] of name, score, max_score, output, visibility).
+execution_time, output, tests[] of name, score, max_score, output, visibility, status).
+The top-level output and "visible" tests are the student's; "hidden" tests, stdout and
+extra_data are for staff only: what only staff may read (the seed, a sandbox's failure)
+goes there.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ class Test:
     max_score: float
     output: str
     visibility: str = "visible"
+    status: str | None = None  # "passed" / "failed": the colour, where the score does not say it
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass
@@ -41,7 +48,7 @@ class Results:
             "execution_time": int(self.execution_time),
             "output": self.output,
             "stdout_visibility": "hidden",  # the grader's log names the seed and sandbox details
-            "tests": [asdict(t) for t in self.tests],
+            "tests": [t.to_json() for t in self.tests],
             "extra_data": self.extra_data,
         }
 
@@ -94,6 +101,45 @@ def graded(
     return Results(
         output="\n".join(summary), tests=tests, execution_time=round(execution_time), extra_data=extra
     )
+
+
+STUDENT_REFUSAL = (
+    "Your notebook could not be graded automatically; your instructor has been told. "
+    "You do not need to submit again: it will be graded once the autograder is fixed."
+)
+
+
+def staff_test(name: str, output: str) -> Test:
+    """A line only staff see, as a test of no points (Gradescope shows hidden tests to them)."""
+    return Test(name=name, score=0.0, max_score=0.0, output=output, visibility="hidden", status="failed")
+
+
+def refused(reason: str, *, execution_time: float = 0.0) -> Results:
+    """Not graded because the sandbox could not start: the student gets a plain word, staff the
+    reason (a hidden test and extra_data); zero points, which a regrade replaces."""
+    why = f"not graded: the sandbox could not start ({reason})"
+    student = Test("Not graded", 0.0, 0.0, STUDENT_REFUSAL, visibility="visible", status="failed")
+    staff = staff_test(
+        why,
+        f"{why}.\nStudent code never runs without the sandbox unless the zip is built with "
+        "`python -m grader.gradescope build --allow-unsandboxed`. Fix the image, then regrade.",
+    )
+    return Results(
+        output=STUDENT_REFUSAL,
+        tests=[student, staff],
+        score=0.0,
+        execution_time=round(execution_time),
+        extra_data={"not_graded": why, "sandbox": reason},
+    )
+
+
+def unsandboxed(results: Results, reason: str, notes: list[str]) -> Results:
+    """A submission graded without the sandbox (staff opted in at build time): said loudly,
+    to staff only."""
+    why = f"graded WITHOUT the sandbox (built with --allow-unsandboxed): {reason}"
+    results.tests.append(staff_test("WARNING: graded without the sandbox", "\n".join([why, *notes])))
+    results.extra_data["sandbox"] = why
+    return results
 
 
 def not_graded(reason: str, *, execution_time: float = 0.0) -> Results:

@@ -4,7 +4,8 @@ results/results.json, whatever happens (a run that ends without it shows student
 
 Everything is under AUTOGRADER_ROOT (/autograder on Gradescope): source/ (the zip),
 submission/, results/, submission_metadata.json. Anything printed goes to
-results/stdout, which only instructors see.
+results/stdout, which only instructors see. Where the sandbox cannot start, the submission
+is not graded unless the zip allows it (sandboxing.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from ..exercise import spec
 from . import course as course_mod
-from . import results
+from . import results, sandboxing
 
 DEFAULT_ROOT = Path("/autograder")
 ANONYMOUS = "anonymous"
@@ -101,27 +102,53 @@ def find_notebook(submission: Path) -> tuple[Path | None, str | None]:
 
 
 def grade(layout: Layout, *, started: float) -> results.Results:
-    visibility = layout.settings().get("visibility", "visible")
+    settings = layout.settings()
     notebook, why = find_notebook(layout.submission)
     if notebook is None:
         return results.not_graded(why, execution_time=time.monotonic() - started)
+    unsandboxed, refusal = sandboxing.decide(settings)
+    if refusal:
+        print(f"NOT GRADED: the sandbox could not start ({refusal})", flush=True)
+        return results.refused(refusal, execution_time=time.monotonic() - started)
     student, note = student_id(layout.metadata)
     print(f"student {student}, notebook {notebook.relative_to(layout.submission)}", flush=True)
     shutil.rmtree(layout.work, ignore_errors=True)
-    done = course_mod.autograde(
-        template=layout.template, work=layout.work, student=student, notebook=notebook
-    )
+    left_open = _before_unsandboxed(layout, unsandboxed) if unsandboxed else []
+    try:
+        done = course_mod.autograde(
+            template=layout.template,
+            work=layout.work,
+            student=student,
+            notebook=notebook,
+            allow_unsandboxed=bool(unsandboxed),
+        )
+    except course_mod.SandboxRefused as e:  # it failed in nbgrader, not here: the same refusal
+        print(f"NOT GRADED: the sandbox could not start ({e.reason})", flush=True)
+        return results.refused(e.reason, execution_time=time.monotonic() - started)
     notes = list(done.notes)
     if notebook.name != f"{spec.NOTEBOOK}.ipynb":
         notes.append(f"your notebook {notebook.name} was graded as {spec.NOTEBOOK}.ipynb")
     _log(done.record, note)
-    return results.graded(
+    out = results.graded(
         scores=done.scores,
         record=done.record,
         notes=notes,
-        visibility=visibility,
+        visibility=settings.get("visibility", "visible"),
         execution_time=time.monotonic() - started,
     )
+    return results.unsandboxed(out, unsandboxed, left_open) if unsandboxed else out
+
+
+def _before_unsandboxed(layout: Layout, reason: str) -> list[str]:
+    """Allowed at build time: said loudly, and what holds solutions or grades closed first."""
+    left_open = sandboxing.lock_down(source=layout.source, work=layout.work)
+    banner = "!" * 78
+    print(f"{banner}\nWARNING: grading WITHOUT the sandbox (the zip was built with --allow-unsandboxed)")
+    print(f"WARNING: why it cannot start: {reason}")
+    for line in left_open:
+        print(f"WARNING: {line}")
+    print(banner, flush=True)
+    return left_open
 
 
 def _log(record: dict, note: str | None) -> None:

@@ -3,7 +3,9 @@ is retried; one that dies (exit, segfault, memory limit), a submission that runs
 or floods output costs that submission's remaining cells, with a clear message in them, and
 never the batch or the grader's memory. Each kernel gets a socket folder of its own. The
 sandbox itself comes from the kernel spec (grader/sandbox/); the grades come from the
-replay (ReplayGrades) whatever happened here."""
+replay (ReplayGrades) whatever happened here. Where the kernel would run without bubblewrap
+(it cannot start here, or the kernel is not the kit's), no cell runs: the submission is not
+graded, unless allow_unsandboxed (unsandboxed.py)."""
 
 from __future__ import annotations
 
@@ -21,11 +23,13 @@ from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer
+from traitlets import Bool, Integer, default
 
 from ..replay.plan import kernel_prefix
 from ..sandbox import default_sandbox, make_kernel_dir
+from ..sandbox.probe import unsandboxed_allowed
 from ..sandbox.warm import WarmProvisioner, warm_server
+from . import unsandboxed
 
 
 def _error(ename: str, text: str):
@@ -59,6 +63,16 @@ class LimitedExecute(Execute):
         "instead of starting a Python per submission. Same sandbox, limits and outputs; False: cold.",
     ).tag(config=True)
 
+    allow_unsandboxed = Bool(
+        help="Grade even where the kernel would run WITHOUT bubblewrap (it cannot start here, or the "
+        "kernel is not the kit's): a loud warning instead of a refusal. Never where students can reach "
+        "the grader. Default: BACKPROP_NINJA_ALLOW_UNSANDBOXED (grader/settings.py).",
+    ).tag(config=True)
+
+    @default("allow_unsandboxed")
+    def _allow_from_environment(self):
+        return unsandboxed_allowed()
+
     start_attempts = Integer(
         3, help="Kernel starts to try before the cells are marked not run (the replay grades regardless)."
     ).tag(config=True)
@@ -79,6 +93,9 @@ class LimitedExecute(Execute):
             set(),
         )
         self._cell_timeout, self._cells_started = self.timeout, 0
+        name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name", "python")
+        self._unsandboxed = unsandboxed.kernel_problem(name)
+        unsandboxed.apply_rule(self._unsandboxed, allowed=self.allow_unsandboxed, log=self.log)
         for attempt in range(1, self.start_attempts + 1):
             self._kernel_home = None
             try:
@@ -117,6 +134,9 @@ class LimitedExecute(Execute):
             km.kernel_id = str(uuid.uuid4())
             km.provisioner = WarmProvisioner(kernel_id=km.kernel_id, kernel_spec=km.kernel_spec, parent=km)
             km.provisioner.server = server
+        elif getattr(self, "_unsandboxed", None) and unsandboxed.drops_root(km):
+            self._kernel_home = unsandboxed.kernel_dir()  # allowed without bubblewrap: not as root
+            unsandboxed.hand_over(km, self._kernel_home)
         else:
             self._kernel_home = make_kernel_dir(runtime)
             km.ip = str(self._kernel_home / "ipc" / "kernel")

@@ -22,9 +22,12 @@ from ..course.quote import for_log
 from ..exercise import spec
 from ..exercise.cells import nbgrader_meta
 from ..exercise.verdict import Verdict
-from ..sandbox import WARNING, default_sandbox
+from ..sandbox import default_sandbox
+from ..sandbox.probe import warning
 from ..settings import AUTOGRAD_POLICIES, REPORT_DIR, JudgeSettings, seed_for, trait_settings
 from ..verdicts.judge import JudgeRecord, judge_submission
+from . import unsandboxed
+from .limited_execute import LimitedExecute
 
 __all__ = ["ReplayGrades", "verdict_outputs"]
 _JUDGE = {f.name: f for f in trait_settings()}
@@ -52,8 +55,10 @@ class ReplayGrades(NbGraderPreprocessor):
     ).tag(config=True)
     sandboxed = Bool(
         True,
-        help="Run the replay in the sandbox (grader/sandbox/): bubblewrap "
-        "where available, resource limits always.",
+        help="Run the replay in the sandbox (grader/sandbox/): bubblewrap and resource limits. "
+        "Where bubblewrap cannot start, the submission is not graded unless "
+        "c.LimitedExecute.allow_unsandboxed (one switch for the kernel and the replay). "
+        "False: a plain child process, deliberately (tests).",
     ).tag(config=True)
     report_dir = Unicode(
         REPORT_DIR,
@@ -88,6 +93,8 @@ class ReplayGrades(NbGraderPreprocessor):
             for c in nb.cells
             if is_grade(c) and nbgrader_meta(c).get("grade_id") in spec.BY_GRADE_ID
         }
+        problem = unsandboxed.replay_problem() if self.sandboxed else None
+        unsandboxed.apply_rule(problem, allowed=self._allow_unsandboxed(), log=self.log)
         sandbox = default_sandbox() if self.sandboxed else None
         record = judge_submission(
             nb.cells,
@@ -97,9 +104,9 @@ class ReplayGrades(NbGraderPreprocessor):
             in_kernel=in_kernel,
             sandbox=sandbox,
         )
-        if sandbox is None or not sandbox.isolated:
+        if sandbox is None or problem:
             record.problems.insert(
-                0, WARNING if sandbox else "the replay ran without a sandbox (sandboxed=False)"
+                0, warning(problem) if sandbox else "the replay ran without a sandbox (sandboxed=False)"
             )
         for cell in nb.cells:
             gid = nbgrader_meta(cell).get("grade_id")
@@ -107,6 +114,10 @@ class ReplayGrades(NbGraderPreprocessor):
                 cell.outputs = verdict_outputs(record.verdicts[gid], cell.get("execution_count"))
         self._report(root, record)
         return nb, resources
+
+    def _allow_unsandboxed(self) -> bool:
+        """LimitedExecute's switch, as the configuration sets it (or its environment default)."""
+        return LimitedExecute(config=self.config).allow_unsandboxed
 
     def _report(self, root: Path, record: JudgeRecord) -> None:
         who = for_log(record.student)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .bwrap import WARNING, bwrap_works
+from .bwrap import sandbox_status
 from .kernel import kernel_main
 
 
@@ -12,7 +12,8 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "kernel" and argv[1] == "-f":
         return kernel_main(argv[2])
     if argv == ["check"]:
-        print("bubblewrap sandbox: available" if bwrap_works() else WARNING)
+        status = sandbox_status()
+        print(f"bubblewrap sandbox: {'available' if status.works else 'NOT available: ' + status.reason}")
         return 0
     print("usage: python -m grader.sandbox kernel -f CONNECTION_FILE | check", file=sys.stderr)
     return 2

@@ -9,13 +9,18 @@ writable folder (a scratch copy of the submission's, or the replay's exchange fo
 private /tmp; no network; its own process tree; a user with no rights outside (when the
 grader runs as root). Nothing else of the machine: not source/, not the gradebook, not
 the other submissions, not the TA's home.
+
+Where bubblewrap cannot start (probe.py says why), nothing runs a submission unless staff
+allowed it (BACKPROP_NINJA_ALLOW_UNSANDBOXED=1, which `--allow-unsandboxed` and
+c.LimitedExecute.allow_unsandboxed set): Sandbox.isolated, which every launch asks, raises
+SandboxUnavailable instead. Allowed and run by root, a submission still runs as a uid of its
+own, so it cannot write the grader's files or read those closed to others.
 """
 
 from __future__ import annotations
 
 import os
 import resource
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -25,6 +30,7 @@ from pathlib import Path
 
 from ..settings import env
 from . import users
+from .probe import WARNING, SandboxUnavailable, Status, probe, unsandboxed_allowed  # noqa: F401 (WARNING: kernel.py's)
 
 PACKAGE = Path(__file__).resolve().parents[1]
 # The kit's files the sandbox sees: the untrusted side, the public definition of the exercise
@@ -32,11 +38,6 @@ PACKAGE = Path(__file__).resolve().parents[1]
 VISIBLE_INSIDE = ("__init__.py", "incell.py", "exercise", "sandboxed")
 
 SANDBOX_UID = 65534  # nobody; each sandbox gets a uid of its own instead (with_own_user)
-WARNING = (
-    "WARNING: bubblewrap (bwrap) is not available: submissions run WITHOUT a sandbox, "
-    "under resource limits only. They can read and write what the grader can. "
-    "Install bubblewrap (Debian: apt-get install bubblewrap)."
-)
 
 
 def _limit(name: str):
@@ -71,15 +72,14 @@ class Limits:
 
 
 @lru_cache(maxsize=1)
+def sandbox_status() -> Status:
+    """Once per process: whether the kit's sandbox starts here, and if not, why (probe.py)."""
+    return probe(_base_args())
+
+
 def bwrap_works() -> bool:
     """bwrap is installed and can make its namespaces here (containers may forbid it)."""
-    exe = shutil.which("bwrap")
-    if not exe:
-        return False
-    probe = subprocess.run(
-        [exe, *_base_args(), "--", sys.executable, "-I", "-c", "pass"], capture_output=True, timeout=60
-    )
-    return probe.returncode == 0
+    return sandbox_status().works
 
 
 def _base_args(tmp_mb: int = 256) -> list[str]:
@@ -192,7 +192,13 @@ class Sandbox:
 
     @property
     def isolated(self) -> bool:
-        return bwrap_works()
+        """False only where staff allowed grading without bubblewrap; else it works or this
+        raises, so no caller runs a submission unsandboxed by accident."""
+        if bwrap_works():
+            return True
+        if unsandboxed_allowed():
+            return False
+        raise SandboxUnavailable(sandbox_status().reason)
 
     def command(
         self,
@@ -210,7 +216,7 @@ class Sandbox:
         (less /tmp's share): all that the submission can write then lives in memory, bounded."""
         env = inside_environment(os.environ, env)
         if not self.isolated:
-            return argv
+            return self._unsandboxed(argv, env, cwd)
         args = ["bwrap", *_base_args(self.limits.tmp_mb)]
         for outside, inside in (readonly or {}).items():
             args += _parents(Path(inside)) + ["--ro-bind", outside, inside]
@@ -236,9 +242,18 @@ class Sandbox:
             args += ["--"]
         return args + argv
 
+    def _unsandboxed(self, argv: list[str], env: dict[str, str], cwd: str) -> list[str]:
+        """Allowed without bubblewrap: as root, still the sandbox's uid and environment (as
+        another user, the grader's files closed to others stay closed); else the grader's."""
+        if os.geteuid() != 0:
+            return argv
+        drop = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--no-new-privs"]
+        return ["env", "-i", "-C", cwd, *(f"{k}={v}" for k, v in env.items()), *drop, "--", *argv]
+
     def with_own_user(self) -> tuple["Sandbox", users.Lease | None]:
-        """This sandbox under a uid of its own (users.py), held by the lease."""
-        if os.geteuid() != 0 or not self.isolated:
+        """This sandbox under a uid of its own (users.py), held by the lease; with or without
+        bubblewrap, so an allowed unsandboxed run is not root either."""
+        if os.geteuid() != 0:
             return self, None
         lease = users.claim()
         return replace(self, uid=lease.uid), lease

@@ -20,6 +20,7 @@ from grader.course.report import read_scores
 from grader.course.submissions import write_submissions
 from grader.exercise import spec
 from grader.gradescope import build, scripts
+from grader.sandbox.probe import unsandboxed_allowed
 
 from conftest import VENV_BIN, nbgrader
 from corpus import CORPUS
@@ -57,9 +58,12 @@ def course(tmp_path_factory, new_course):
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory, course):
-    """The zip built from the course, extracted and set up once."""
+    """The zip built from the course, extracted and set up once; built to grade without the
+    sandbox only if this test run opted in (BACKPROP_NINJA_ALLOW_UNSANDBOXED=1, no bubblewrap)."""
     tmp = tmp_path_factory.mktemp("gs-build")
-    zip_path = build.build(out=tmp / "dist" / "gradescope_autograder.zip", course=course)
+    zip_path = build.build(
+        out=tmp / "dist" / "gradescope_autograder.zip", course=course, allow_unsandboxed=unsandboxed_allowed()
+    )
     src = tmp / "autograder" / "source"
     _extract(zip_path, src)
     env = dict(_env(tmp / "autograder"), **{scripts.SKIP_INSTALL: "1"})

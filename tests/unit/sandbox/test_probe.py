@@ -1,0 +1,170 @@
+"""grader/sandbox/probe.py and the rule in bwrap.py: the sandbox check names the real reason
+(not installed; installed but no namespaces, with bwrap's own words; a bwrap that exits
+non-zero), and no launch runs student code without bubblewrap unless allowed; allowed and
+run by root, it still runs as the sandbox's uid with the sandbox's environment."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from grader.sandbox import bwrap, probe
+from grader.sandbox.bwrap import Sandbox
+from grader.sandbox.probe import SandboxUnavailable, Status
+
+KIT_ARGS = ["--ro-bind", "/", "/"]  # the kit's own arguments matter only to the third step
+
+
+def _fake(tmp_path, script: str):
+    """A bwrap on PATH: `script` is the body of a shell script."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    exe = folder / "bwrap"
+    exe.write_text("#!/bin/sh\n" + script)
+    exe.chmod(0o755)
+    return folder, exe
+
+
+@pytest.fixture
+def on_path(monkeypatch):
+    def put(folder):
+        monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+    return put
+
+
+def test_not_installed(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    status = probe.probe(KIT_ARGS)
+    assert not status.works and status.reason.startswith("bubblewrap is not installed")
+
+
+def test_a_bwrap_that_exits_1_is_named_with_its_exit_code(tmp_path, on_path):
+    folder, exe = _fake(tmp_path, "exit 1\n")
+    on_path(folder)
+    status = probe.probe(KIT_ARGS)
+    assert not status.works
+    assert status.reason == f"{exe} does not work: `bwrap --version` exited 1 (no output)"
+    assert "not installed" not in status.reason and "not available" not in status.reason
+
+
+NO_NAMESPACES = """if [ "$1" = --version ]; then echo "bubblewrap 0.8.0"; exit 0; fi
+echo "bwrap: Creating new namespace failed: Operation not permitted" >&2
+exit 1
+"""
+
+
+def test_installed_but_no_namespaces_says_so_in_bwraps_words(tmp_path, on_path):
+    folder, exe = _fake(tmp_path, NO_NAMESPACES)
+    on_path(folder)
+    reason = probe.probe(KIT_ARGS).reason
+    assert reason.startswith(
+        f"bubblewrap is installed ({exe}, bubblewrap 0.8.0) but cannot create namespaces"
+    )
+    assert "--unshare-pid --unshare-net" in reason
+    assert reason.endswith("exited 1: bwrap: Creating new namespace failed: Operation not permitted")
+
+
+def test_namespaces_but_not_the_kits_sandbox(tmp_path, on_path):
+    script = (
+        'case "$*" in *--version*) echo "bubblewrap 0.9.0";; *" true") exit 0;;\n'
+        "*) echo nope >&2; exit 3;; esac\n"
+    )
+    folder, _ = _fake(tmp_path, script)
+    on_path(folder)
+    reason = probe.probe(KIT_ARGS).reason
+    assert "creates namespaces, but the kit's sandbox exited 3: nope" in reason
+
+
+def test_a_hanging_bwrap_is_a_failure_too(tmp_path, on_path, monkeypatch):
+    folder, _ = _fake(tmp_path, "sleep 30\n")
+    on_path(folder)
+    monkeypatch.setattr(probe, "PROBE_SECONDS", 1)
+    assert probe.probe(KIT_ARGS).reason.endswith("`bwrap --version` gave no answer in 1 s")
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="needs bubblewrap")
+def test_the_real_bwrap_here():
+    status = probe.probe(bwrap._base_args())
+    assert status == bwrap.sandbox_status()
+    if status.works:
+        assert status.reason == ""
+
+
+def test_check_prints_the_reason(tmp_path):
+    folder, exe = _fake(tmp_path, "exit 1\n")
+    env = dict(os.environ, PATH=f"{folder}{os.pathsep}{os.environ['PATH']}")
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.sandbox", "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        done.stdout.strip()
+        == f"bubblewrap sandbox: NOT available: {exe} does not work: `bwrap --version` exited 1 (no output)"
+    )
+
+
+# ------------------------------------------------------------ the rule
+@pytest.fixture
+def broken(monkeypatch):
+    monkeypatch.setattr(bwrap, "sandbox_status", lambda: Status(False, "a broken bwrap (exit 1)"))
+    monkeypatch.setenv(probe.ALLOW_ENV, "")
+
+
+def test_no_launch_without_the_sandbox_unless_allowed(broken):
+    with pytest.raises(SandboxUnavailable) as e:
+        Sandbox().command(["python"], writable={}, cwd="/tmp")
+    assert e.value.reason == "a broken bwrap (exit 1)"
+    assert str(e.value).startswith(
+        "not graded: the sandbox could not start (a broken bwrap (exit 1)). Fix it"
+    )
+    assert probe.refused_reason(f"log line\n{e.value}\nmore") == "a broken bwrap (exit 1)"
+
+
+@pytest.mark.parametrize(("value", "allowed"), [("1", True), ("true", True), ("", False), ("0", False)])
+def test_allowed_by_the_environment(broken, monkeypatch, value, allowed):
+    monkeypatch.setenv(probe.ALLOW_ENV, value)
+    assert probe.unsandboxed_allowed() is allowed
+
+
+def test_allowed_as_root_still_the_sandboxs_uid_and_environment(broken, monkeypatch):
+    monkeypatch.setenv(probe.ALLOW_ENV, "1")
+    monkeypatch.setenv("SECRET_TOKEN", "x")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    cmd = Sandbox(uid=61234).command(["/bin/python", "-I"], writable={}, cwd="/run/x")
+    assert cmd[:4] == ["env", "-i", "-C", "/run/x"]
+    assert cmd[-8:] == [
+        "setpriv",
+        "--reuid=61234",
+        "--regid=61234",
+        "--clear-groups",
+        "--no-new-privs",
+        "--",
+        "/bin/python",
+        "-I",
+    ]
+    assert "HOME=/tmp" in cmd and not any(a.startswith("SECRET_TOKEN") for a in cmd)
+
+
+def test_allowed_not_root_is_the_plain_command(broken, monkeypatch):
+    monkeypatch.setenv(probe.ALLOW_ENV, "1")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert Sandbox().command(["python"], writable={}, cwd="/tmp") == ["python"]
+    assert Sandbox().with_own_user() == (Sandbox(), None)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="leases uids: root only")
+def test_allowed_as_root_a_uid_of_its_own(broken, monkeypatch):
+    monkeypatch.setenv(probe.ALLOW_ENV, "1")
+    sandbox, lease = Sandbox().with_own_user()
+    try:
+        assert lease is not None and sandbox.uid == lease.uid != 0
+    finally:
+        lease.close()
