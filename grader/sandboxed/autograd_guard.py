@@ -102,6 +102,9 @@ CTYPES_UNAUDITED = (
 )
 SIGNALS = ("signal", "setitimer", "alarm", "set_wakeup_fd", "pthread_kill", "pthread_sigmask", "siginterrupt")
 # Audited events a blocked run refuses: each reaches under the dispatcher or beside the run.
+# BESIDE only bounds the run (a fork bomb is hostile, not a way to a derivative): noted as
+# "refused", where the rest is noted as "tamper" (the TAs see it).
+BESIDE = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system", "subprocess.Popen"})
 REFUSED = frozenset(
     {
         "ctypes.dlopen",
@@ -144,8 +147,8 @@ class Guard:
             self._seen.add(key)
             self.events.append({"kind": kind, "what": what, "cell": self.where[0], "line": self.where[1]})
 
-    def refuse(self, what: str, *, autograd: bool = True):
-        self.note("call" if autograd else "tamper", what)
+    def refuse(self, what: str, *, autograd: bool = True, kind: str = "tamper"):
+        self.note("call" if autograd else kind, what)
         why = ": a gradient must be your own formula (autograd only checks your work)" if autograd else ""
         raise AutogradUnavailable(f"{what} is not available when the autograder replays your notebook{why}")
 
@@ -197,7 +200,7 @@ def _audit_hook(guard: Guard, protected: frozenset):
     """Every variable of this hook is immutable or a C function, and the hook itself is held by
     the interpreter alone: its frame, reached from a traceback, holds nothing to change. A file
     is judged by what it is (device and inode, symlinks followed), not by its name."""
-    refused, note, stat_of, is_dir = REFUSED, guard.note, os.stat, stat.S_ISDIR
+    refused, beside, note, stat_of, is_dir = REFUSED, BESIDE, guard.note, os.stat, stat.S_ISDIR
     proc_dev = os.stat("/proc").st_dev if os.path.isdir("/proc") else None
     plain = (str, bytes, int, pathlib.PosixPath, pathlib.PurePosixPath)
 
@@ -220,7 +223,7 @@ def _audit_hook(guard: Guard, protected: frozenset):
                     why = "opening torch's derivative code, /proc or a folder"
         if why:
             try:
-                note("tamper", why)
+                note("refused" if why in beside else "tamper", why)
             except Exception:  # noqa: BLE001 - the note is the student's to spoil, not the refusal
                 pass
             raise AutogradUnavailable(f"{why} is not available when the autograder replays your notebook")
@@ -270,7 +273,7 @@ def _replace_entry_points(guard: Guard) -> None:
         setattr(torch.Tensor, name, _refuser(guard, f"Tensor.{name}"))
     torch.autograd.variable.Variable._execution_engine = _Refusing(guard, "the autograd engine")
     torch._C._set_grad_enabled = _grad_mode(guard)
-    threads = _refuser(guard, "a thread (the replay runs on one)", autograd=False)
+    threads = _refuser(guard, "a thread (the replay runs on one)", autograd=False, kind="refused")
     _thread.start_new_thread = _thread.start_new = threading._start_new_thread = threads
     _imp.create_dynamic = _imp.create_builtin = _refuser(guard, "loading an extension module", autograd=False)
     for module in (signal, _signal):
@@ -289,9 +292,9 @@ class _Refusing:
         return self._refused
 
 
-def _refuser(guard: Guard, what: str, *, autograd: bool = True):
+def _refuser(guard: Guard, what: str, *, autograd: bool = True, kind: str = "tamper"):
     def refused(*args, **kwargs):
-        guard.refuse(what, autograd=autograd)
+        guard.refuse(what, autograd=autograd, kind=kind)
 
     refused.__name__ = what.rpartition(".")[2]
     return refused

@@ -2,8 +2,8 @@
 
 A derived backward costs about what a forward pass costs; finite differences cost a forward
 pass (or a batch of them) per perturbed element, and every gradient has 27 elements or more.
-So each exercise's student cells (its answer cell and the cells the student added after it)
-are bounded by `numeric_factor` times the larger of what a forward pass costs in the same run
+So each exercise's student cells (its answer cell and the cells the student added whose
+names it reads) are bounded by `numeric_factor` times the larger of what a forward pass costs in the same run
 (the notebook's own forward cell, spec.FORWARD_CELL) and what the reference's derived backward
 costs here (grader/reference/steps.py, timed in this process), and never under
 `numeric_floor_seconds`. An honest answer, the lecture's loops included, takes a few forward
@@ -15,9 +15,11 @@ NUMERIC_UNACCOUNTED_SECONDS changed it, and gets nothing for what it computed.
 
 from __future__ import annotations
 
+import ast
 import time
 
 from ..exercise import spec
+from ..exercise.cells import strip_magics
 from ..exercise.verdict import Verdict
 from ..reference import steps
 from ..reference.inputs import FreshInputs
@@ -52,17 +54,43 @@ def budget(settings: JudgeSettings, fresh: FreshInputs, out: ReplayOutput | None
     return max(settings.numeric_factor * unit, settings.numeric_floor_seconds)
 
 
-def sections(plan: list[dict]) -> dict[str, int]:
-    """Each student cell's exercise: an answer cell's own, an added cell the one before it."""
-    by_label, current = {}, 1
+def sections(plan: list[dict]) -> dict[str, set[int]]:
+    """Each student cell's exercises: an answer cell's own; a cell the student added, those of
+    the later answer cells that read a name it binds (a cell that loops, plots or checks the
+    answers with numbers of its own feeds no answer: it is no exercise's cost)."""
     answers = {label: ex for ex, label in spec.ANSWER_CELLS.items()}
-    for cell in plan:
-        if cell["kind"] == "answer":
-            current = answers.get(cell.get("grade_id"), current)
-        if cell["kind"] in ("answer", "added"):
-            by_label[cell["label"]] = current
-    by_label[spec.EX4_FUNCTION] = 4
+    by_label: dict[str, set[int]] = {spec.EX4_FUNCTION: {4}}
+    reads = [
+        (i, answers[c.get("grade_id")], _names(c["source"])[1])
+        for i, c in enumerate(plan)
+        if c["kind"] == "answer" and c.get("grade_id") in answers
+    ]
+    for i, cell in enumerate(plan):
+        if cell["kind"] == "answer" and cell.get("grade_id") in answers:
+            by_label[cell["label"]] = {answers[cell["grade_id"]]}
+        elif cell["kind"] == "added":
+            bound = _names(cell["source"])[0]
+            by_label[cell["label"]] = {ex for j, ex, read in reads if j > i and bound & read}
     return by_label
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names the cell binds, names it reads); none for a cell that does not parse."""
+    try:
+        tree = ast.parse(strip_magics(source))
+    except (SyntaxError, ValueError, RecursionError):
+        return set(), set()
+    bound, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).partition(".")[0])
+        elif isinstance(node, ast.Global):
+            bound.update(node.names)
+    return bound, read
 
 
 def costly(run: RunResult, plan: list[dict], limit: float, train_steps: int) -> dict[int, float]:
@@ -70,8 +98,8 @@ def costly(run: RunResult, plan: list[dict], limit: float, train_steps: int) -> 
     spent: dict[int, float] = {}
     section = sections(plan)
     for label, seconds in run.meta.get("cpu", {}).items():
-        if label in section:
-            spent[section[label]] = spent.get(section[label], 0.0) + seconds
+        for ex in section.get(label, ()):
+            spent[ex] = spent.get(ex, 0.0) + seconds
     training = run.meta.get("cpu", {}).get("training", 0.0)
     if training > limit * max(train_steps, 1):  # manual_backward, once a step
         spent[4] = max(spent.get(4, 0.0), training)

@@ -18,12 +18,38 @@ from conftest import JUDGE_SEED
 from replay_runs import honest_runs
 
 PLAN = [
-    {"label": "forward", "kind": "locked", "grade_id": "forward"},
-    {"label": spec.ANSWER_CELLS[1], "kind": "answer", "grade_id": spec.ANSWER_CELLS[1]},
-    {"label": "your cell after ex1_solution", "kind": "added", "grade_id": None},
-    {"label": spec.ANSWER_CELLS[2], "kind": "answer", "grade_id": spec.ANSWER_CELLS[2]},
-    {"label": spec.ANSWER_CELLS[3], "kind": "answer", "grade_id": spec.ANSWER_CELLS[3]},
-    {"label": spec.ANSWER_CELLS[4], "kind": "answer", "grade_id": spec.ANSWER_CELLS[4]},
+    {"label": "forward", "kind": "locked", "grade_id": "forward", "source": "loss = 1"},
+    {"label": "your cell after forward", "kind": "added", "grade_id": None, "source": "_fd = {'W1': 0}"},
+    {
+        "label": spec.ANSWER_CELLS[1],
+        "kind": "answer",
+        "grade_id": spec.ANSWER_CELLS[1],
+        "source": "dW1 = _fd['W1']",
+    },
+    {
+        "label": "your cell after ex1_solution",
+        "kind": "added",
+        "grade_id": None,
+        "source": "while True:\n    x = 1",
+    },
+    {
+        "label": spec.ANSWER_CELLS[2],
+        "kind": "answer",
+        "grade_id": spec.ANSWER_CELLS[2],
+        "source": "dlogits = 0",
+    },
+    {
+        "label": spec.ANSWER_CELLS[3],
+        "kind": "answer",
+        "grade_id": spec.ANSWER_CELLS[3],
+        "source": "dhprebn = 0",
+    },
+    {
+        "label": spec.ANSWER_CELLS[4],
+        "kind": "answer",
+        "grade_id": spec.ANSWER_CELLS[4],
+        "source": "def manual_backward(): 0",
+    },
 ]
 HONEST = {"forward": 0.003, "ex1_solution": 0.005, "ex2_solution": 0.001, "manual_backward": 0.003}
 
@@ -42,9 +68,10 @@ def _graded(fresh, main_cpu: dict, policy="zero", kernel=None):
     return verdicts, apply_numeric(verdicts, out, PLAN, fresh, settings)
 
 
-def test_an_added_cell_counts_with_the_exercise_before_it():
-    assert sections(PLAN)["your cell after ex1_solution"] == 1
-    assert sections(PLAN)[spec.EX4_FUNCTION] == 4 and "forward" not in sections(PLAN)
+def test_an_added_cell_counts_with_the_answers_that_read_what_it_binds():
+    assert sections(PLAN)["your cell after forward"] == {1}  # dW1 = _fd['W1']
+    assert sections(PLAN)["your cell after ex1_solution"] == set()  # feeds no answer: a loop, a plot
+    assert sections(PLAN)[spec.EX4_FUNCTION] == {4} and "forward" not in sections(PLAN)
 
 
 def test_the_budget_is_a_multiple_of_a_forward_pass_and_never_under_the_floor(fresh):
@@ -71,8 +98,15 @@ def test_finite_differences_in_exercise_1_earn_nothing_there_only(fresh):
 
 
 def test_an_added_cell_doing_the_work_counts_too(fresh):
-    _, flags = _graded(fresh, dict(HONEST, **{"your cell after ex1_solution": 0.5}))
+    _, flags = _graded(fresh, dict(HONEST, **{"your cell after forward": 0.5}))
     assert [f.kind for f in flags] == ["numeric"]
+
+
+def test_an_added_cell_that_feeds_no_answer_costs_nothing(fresh):
+    """A cell that loops to its statement limit, or checks the answers numerically, computes no
+    answer: the hostile corpus's loops and bombs keep the honest answers' points."""
+    _, flags = _graded(fresh, dict(HONEST, **{"your cell after ex1_solution": 10.0}))
+    assert flags == []
 
 
 def test_under_flag_the_gradients_keep_their_points_and_are_listed(fresh):
