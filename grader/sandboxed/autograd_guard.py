@@ -104,7 +104,9 @@ SIGNALS = ("signal", "setitimer", "alarm", "set_wakeup_fd", "pthread_kill", "pth
 # Audited events a blocked run refuses: each reaches under the dispatcher or beside the run.
 # BESIDE only bounds the run (a fork bomb is hostile, not a way to a derivative): noted as
 # "refused", where the rest is noted as "tamper" (the TAs see it).
-BESIDE = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system", "subprocess.Popen"})
+BESIDE = frozenset(
+    {"os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn", "os.system", "subprocess.Popen"}
+)
 REFUSED = frozenset(
     {
         "ctypes.dlopen",
