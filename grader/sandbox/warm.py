@@ -5,7 +5,9 @@ One server per grading process, in the same bubblewrap sandbox and under a uid o
 cold kernel (kernel.py); each kernel it forks gets namespaces, folders and limits of its own.
 LimitedExecute hands a kernel to it through WarmProvisioner, a jupyter_client provisioner, so
 nbclient drives the kernel exactly as a cold one. Where the server cannot start, or the
-kernel's folder is not where the server can make it, the kernel starts cold.
+kernel's folder is not where the server can make it, the kernel starts cold; so does it, and
+every later one of this grading process, where the server refuses a kernel because it cannot
+give it a clean slate (a fresh /tmp, an empty socket folder).
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ DATA_INSIDE = "/run/prefix-data"  # where the server runs the notebook's first c
 START_SECONDS = 120  # torch's import on a loaded machine
 
 
+class WarmRefused(RuntimeError):
+    """The server would not fork a kernel with a clean slate: the kernel starts cold."""
+
+
 class WarmServer:
     """The zygote of this grading process, and the one kernel it runs at a time."""
 
@@ -47,6 +53,7 @@ class WarmServer:
         """`prefix`: the notebook's student-independent first cells, run once here (see
         grader/sandboxed/kernel_prefix.py) with the instructor's `names_txt`."""
         self.stage, self.prefix, self.kernel_pid, self.exit_code = stage, list(prefix), None, None
+        self.refused: str | None = None  # once set, this server forks no more kernels
         self.home = Path(tempfile.mkdtemp(prefix="bn-warm-", dir=runtime_root))
         self.ipc, self.inbox = self.home / "ipc", self.home / "inbox"
         self.ipc.mkdir(mode=0o700)
@@ -111,6 +118,7 @@ class WarmServer:
         for note in _copy_submission(Path(cwd), self.inbox):
             print(f"sandbox: not copied into the kernel's folder: {note}", file=sys.stderr)
         self._end_previous()
+        _empty_folder(self.ipc)  # what the kernel before left among its sockets
         self.exit_code = None
         (self.home / "server.log").write_bytes(b"")
         request = {
@@ -127,6 +135,10 @@ class WarmServer:
         reply = self._next(30)
         while reply and "exited" in reply:  # a kernel before: it was heard of as it ended
             reply = self._next(30)
+        if reply and "refused" in reply:
+            raise WarmRefused(
+                f"the warm kernel server cannot give a kernel a clean slate: {reply['refused']}"
+            )
         if not reply or "started" not in reply:
             raise RuntimeError(f"the warm kernel server did not fork a kernel: {reply or self.log_tail()}")
         self.kernel_pid = reply["started"]
@@ -174,6 +186,38 @@ class WarmServer:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
+def _empty_folder(folder: Path) -> None:
+    """Everything in `folder` goes, read-only folders included (a kernel may chmod what it made
+    0555), through descriptors only: no link a kernel left there is followed. WarmRefused if
+    anything stays."""
+    top = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        _empty_fd(top)
+        left = os.listdir(top)
+    except OSError as e:
+        raise WarmRefused(f"the socket folder {folder} could not be emptied: {e}") from e
+    finally:
+        os.close(top)
+    if left:
+        raise WarmRefused(f"the socket folder {folder} could not be emptied: {left[:5]} stayed")
+
+
+def _empty_fd(fd: int) -> None:
+    for name in os.listdir(fd):
+        try:
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError as e:  # not a folder: a file, a socket or a link (never followed)
+            if not isinstance(e, FileNotFoundError):
+                os.unlink(name, dir_fd=fd)
+            continue
+        try:
+            os.fchmod(sub, 0o700)
+            _empty_fd(sub)
+        finally:
+            os.close(sub)
+        os.rmdir(name, dir_fd=fd)
+
+
 class WarmKernel:
     """What jupyter_client's provisioner expects of a Popen."""
 
@@ -214,14 +258,20 @@ class WarmProvisioner(LocalProvisioner):
         if server is None or not Path(cwd).is_relative_to(server.stage):
             return await super().launch_kernel(cmd, **kwargs)
         connection = json.loads(Path(self.parent.connection_file).read_text())
-        self.process = server.start_kernel(
-            connection=connection, cwd=cwd, env=kwargs.get("env") or dict(os.environ)
-        )
+        try:
+            self.process = server.start_kernel(
+                connection=connection, cwd=cwd, env=kwargs.get("env") or dict(os.environ)
+            )
+        except WarmRefused as e:
+            server.refused = str(e)
+            print(f"sandbox: {e}; this kernel and the later ones start cold", file=sys.stderr)
+            return await super().launch_kernel(cmd, **kwargs)
         self.pid, self.pgid, self.cwd = self.process.pid, None, cwd
         return self.connection_info
 
 
 _SERVER: WarmServer | None = None
+_REFUSED: str | None = None  # why a server of this process refused a kernel: no other is started
 
 
 def warm_server(
@@ -229,12 +279,15 @@ def warm_server(
 ) -> WarmServer | None:
     """This process's server, started on first use, for kernels whose folders lie two levels
     below the stage (a course's autograded/<student>/<assignment>). None where it cannot run."""
-    global _SERVER
+    global _SERVER, _REFUSED
     stage = Path(cwd).resolve().parent.parent
-    if _SERVER and (not _SERVER.alive() or _SERVER.stage != stage or _SERVER.prefix != list(prefix)):
+    _REFUSED = _REFUSED or (_SERVER and _SERVER.refused) or None
+    if _SERVER and (
+        _REFUSED or not _SERVER.alive() or _SERVER.stage != stage or _SERVER.prefix != list(prefix)
+    ):
         _SERVER.close()
         _SERVER = None
-    if _SERVER is None and default_sandbox().isolated:
+    if _SERVER is None and not _REFUSED and default_sandbox().isolated:
         try:
             _SERVER = WarmServer(stage=stage, prefix=prefix, names_txt=names_txt, runtime_root=runtime_root)
         except (OSError, RuntimeError) as e:

@@ -10,19 +10,36 @@ pidfd_getfd, unless the target is not dumpable; and a process group is no bounda
   ends (or is killed) the kernel kills everything it started, daemons included; it cannot
   name the server's PID at all, and shared memory it leaves dies with it;
 - in its mount namespace, /tmp and /dev/shm are fresh size-limited tmpfs, and then all
-  capabilities are dropped, so it cannot unmount them to reach what is underneath.
+  capabilities are dropped, so it cannot unmount them to reach what is underneath. Where the
+  process still needs what the sandbox mounted under /tmp (a kit or virtualenv kept there, the
+  warm kernel's stage and socket folder), those mounts are shown again on the fresh /tmp,
+  and nothing else of the old one (fresh_tmp_keeping_mounts).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import re
+import stat
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 0x1, 0x2, 0x4, 0x8, 0x20
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+# A mount's own options as /proc/self/mountinfo shows them, and their flags
+_OPTION_FLAGS = {
+    "ro": MS_RDONLY,
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "nosymfollow": 0x100,
+    "noatime": 0x400,
+    "nodiratime": 0x800,
+    "relatime": 0x200000,
+}
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 24, 38
 _CAP_VERSION_3 = 0x20080522
 
@@ -81,15 +98,104 @@ def bind(source: str, target: str) -> None:
     _check(_libc.mount(os.fsencode(source), os.fsencode(target), None, MS_BIND, None), f"bind {target}")
 
 
-def private_scratch(tmp_mb: int, more_mounts=None, *, fresh_tmp: bool = True, noexec: bool = False) -> None:
+def _mountinfo() -> list[tuple[str, set[str], str]]:
+    """(mount point, the mount's own options: "ro", "nosuid", ...; file system type) of each mount
+    of this namespace, in /proc/self/mountinfo's order: each after the one it lies in, and of
+    mounts stacked on one point, the top one last."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.rstrip("\n").split(" ")
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])
+            out.append((point, set(fields[5].split(",")), fields[fields.index("-", 6) + 1]))
+    return out
+
+
+def mounts_under(top: str) -> dict[str, set[str]]:
+    """Every mount point strictly under `top`, with its (top) mount's options, in that order."""
+    prefix = top.rstrip("/") + "/"
+    found: dict[str, set[str]] = {}
+    for point, options, _ in _mountinfo():
+        if point.startswith(prefix):
+            found.pop(point, None)
+            found[point] = options
+    return found
+
+
+def _remount_read_only(point: str, options: set[str]) -> None:
+    """In a user namespace a remount must repeat the flags it cannot clear (nosuid, ...)."""
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | sum(_OPTION_FLAGS.get(o, 0) for o in options - {"ro"})
+    _check(_libc.mount(None, os.fsencode(point), None, flags, None), f"remount {point} read-only")
+
+
+# Of processes and devices, not of files: writing there changes no file a later process reads
+_NOT_FILES = {"proc", "sysfs", "devpts", "devtmpfs", "mqueue", "cgroup", "cgroup2", "bpf"}
+
+
+def read_only_but(writable: set[str]) -> None:
+    """Every mount of this namespace is made read-only where it is not already, except at the
+    points in `writable` and those of processes and devices: then what a process writes lands
+    only where the caller allows (its own fresh mounts). Where bubblewrap runs without
+    root, its root, /dev and /run are its user's, and so writable by what it runs. Call with
+    the capabilities still held."""
+    writable = {os.path.realpath(p) for p in writable}
+    top = {point: (options, kind) for point, options, kind in _mountinfo()}
+    for point, (options, kind) in top.items():
+        if point not in writable and "ro" not in options and kind not in _NOT_FILES:
+            _remount_read_only(point, options)
+
+
+def fresh_tmp_keeping_mounts(size_mb: int, *, noexec: bool = False) -> None:
+    """A fresh size-limited tmpfs on /tmp, as `mount_tmpfs`, on which what the sandbox mounted
+    under the old /tmp (a kit or virtualenv kept there, which the process still imports from; a
+    folder it shares with the server) is bound again at the same place, read-only where it was.
+    Only those mounts come back, never a file or folder of the old /tmp: nothing that an earlier
+    process of this user left there. Each is held by an O_PATH descriptor while /tmp is
+    covered. Call after private_mounts(), with the capabilities still held."""
+    kept = mounts_under("/tmp")
+    # a mount under another kept one comes back with it (MS_REC)
+    tops = [p for p in kept if not any(p.startswith(q + "/") for q in kept)]
+    fds = {p: os.open(p, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC) for p in tops}
+    try:
+        before = os.stat("/tmp").st_dev
+        mount_tmpfs(b"/tmp", size_mb, noexec=noexec)
+        if os.stat("/tmp").st_dev == before or os.listdir("/tmp"):
+            raise IsolationError(0, "mount /tmp: no fresh, empty tmpfs there")
+        for point, fd in fds.items():
+            _make_mount_point(point, fd)
+            source = f"/proc/self/fd/{fd}".encode()
+            _check(_libc.mount(source, os.fsencode(point), None, MS_BIND | MS_REC, None), f"bind {point}")
+        for point, options in kept.items():
+            if "ro" in options:
+                _remount_read_only(point, options)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _make_mount_point(point: str, fd: int) -> None:
+    """A folder (or an empty file, for a file's bind) on the fresh /tmp, with its parents."""
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.makedirs(point, mode=0o755, exist_ok=True)
+        return
+    os.makedirs(os.path.dirname(point), mode=0o755, exist_ok=True)
+    os.close(os.open(point, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+
+
+def private_scratch(
+    tmp_mb: int, more_mounts=None, *, keep_mounts: bool = False, noexec: bool = False
+) -> None:
     """In the run (PID 1 of its namespace): private, bounded /tmp and /dev/shm (and what
     `more_mounts()` adds); then no capabilities left, so these mounts stay where they are.
-    `fresh_tmp=False` keeps the sandbox's /tmp (the caller empties it), for a process that
-    still imports from what the sandbox binds under /tmp (a kit or virtualenv kept there).
+    `keep_mounts`: what the sandbox mounted under /tmp is shown again on the fresh one
+    (fresh_tmp_keeping_mounts), for a process that still imports from there (the warm kernel);
+    /tmp must then exist, or there is no clean slate to give.
     `noexec`: nothing written there can be mapped executable, so a run cannot load native code
     of its own (a .so written from a base64 string), which would be out of every Python check."""
     private_mounts()
-    for target in (b"/tmp", b"/dev/shm") if fresh_tmp else (b"/dev/shm",):
+    if keep_mounts:
+        fresh_tmp_keeping_mounts(tmp_mb, noexec=noexec)
+    for target in (b"/dev/shm",) if keep_mounts else (b"/tmp", b"/dev/shm"):
         if os.path.isdir(target):
             mount_tmpfs(target, tmp_mb, noexec=noexec)
     if more_mounts:

@@ -7,12 +7,16 @@ runs a student's code itself.
 Each kernel is isolated from the server and from the kernels before it as a replay run is
 (isolation.py): a user, PID, mount and IPC namespace of its own, where it is PID 1 (when it
 ends or is killed, everything it started dies with it); fresh size-limited tmpfs for its
-folder, /tmp and /dev/shm; the sandbox's resource limits; no capabilities. Its folder is filled
-from /run/submission, as a cold kernel's is.
+folder, /tmp (its HOME) and /dev/shm; the sandbox's resource limits; no capabilities. Its
+folder is filled from /run/submission, as a cold kernel's is. The server cleans nothing up
+between kernels, and needs not: nothing a kernel can write is shown to the next (the server's
+own /tmp, which no kernel sees, is covered by each kernel's fresh one; the socket folder is
+emptied by the grading process, outside).
 
 Protocol, JSON lines: on stdin {"start": {...}} (see `start`) or {"kill": true}; on the
-original stdout {"ready": true} once, {"started": pid} after each fork and {"exited": code}
-when that kernel has ended. The kernels hold none of these pipes.
+original stdout {"ready": true} once, {"started": pid} after each fork, or {"refused": why}
+when the kernel could not have its clean slate (and does not run), and {"exited": code}
+when a started kernel has ended. The kernels hold none of these pipes.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import os
 import random
 import resource
 import select
-import shutil
 import signal
 import struct
 import sys
@@ -56,12 +59,17 @@ def _copy_tree(src: str, dest: str) -> None:
 
 
 def _private_folders(req: dict) -> None:
-    """Fresh /tmp and /dev/shm; the kernel's own tmpfs over the stage folder (made inside the
-    new /tmp when it lies there), its working folder made in it and filled with the
-    submission's copy; then no capabilities left."""
+    """A clean slate, as a replay run gets: a fresh /tmp (which is HOME, so also a fresh IPython
+    and matplotlib folder), on which only what the sandbox mounts under /tmp is shown again
+    (isolation.fresh_tmp_keeping_mounts: a kit or virtualenv kept there, the socket folder),
+    and a fresh /dev/shm; the kernel's own tmpfs over the stage folder, its working folder made
+    in it and filled with the submission's copy; every other mount read-only (the socket
+    folder aside, which the grading process empties); then no capabilities left. Raises (and
+    the server refuses the kernel) where any of it cannot be had."""
+    _check_home(req["env"])
 
     def stage() -> None:
-        if not os.path.isdir(req["ipc"]):  # it was in the /tmp just covered: shown again
+        if not os.path.isdir(req["ipc"]):  # it was in the /tmp just covered, and not shown again
             os.makedirs(req["ipc"], mode=0o755)
             isolation.bind(IPC_INSIDE, req["ipc"])
         os.makedirs(req["stage"], mode=0o755, exist_ok=True)
@@ -74,10 +82,23 @@ def _private_folders(req: dict) -> None:
         with open(path, "w") as f:
             json.dump(req["connection"], f)
         os.chmod(path, 0o644)
+        # all else the server's namespace has, read-only: no other place to leave a file in
+        isolation.read_only_but({"/tmp", "/dev/shm", req["stage"], req["ipc"], IPC_INSIDE})
 
-    # A fresh /tmp would cover what the sandbox binds under /tmp (a kit or virtualenv kept
-    # there), which the kernel still imports from: the server empties its /tmp instead.
-    isolation.private_scratch(int(req["tmp_mb"]), more_mounts=stage, fresh_tmp=False)
+    isolation.private_scratch(int(req["tmp_mb"]), more_mounts=stage, keep_mounts=True)
+
+
+# Where a kernel's Python, IPython, matplotlib and shells look for start-up and config files
+HOME_VARIABLES = ("HOME", "IPYTHONDIR", "MPLCONFIGDIR", "PYTHONUSERBASE", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
+
+
+def _check_home(env: dict) -> None:
+    """All of them inside the kernel's fresh /tmp (HOME is /tmp: bwrap.inside_environment), so no
+    file a kernel before it wrote is read as the next one's configuration."""
+    for name in HOME_VARIABLES:
+        value = os.path.normpath(env.get(name) or "/tmp")
+        if value != "/tmp" and not value.startswith("/tmp/"):
+            raise isolation.IsolationError(0, f"{name}={value} is not in the kernel's fresh /tmp")
 
 
 def _limit_cpu(seconds: int) -> None:
@@ -87,8 +108,7 @@ def _limit_cpu(seconds: int) -> None:
 
 
 def _run_kernel(req: dict, log_fd: int, prefix: Prefix) -> None:
-    """PID 1 of the kernel's namespaces: its folders, its limits, then the kernel itself."""
-    _private_folders(req)
+    """PID 1 of the kernel's namespaces, once its folders are ready: its limits, then the kernel."""
     os.chdir(req["cwd"])
     isolation.close_other_fds({log_fd})
     os.dup2(log_fd, 1)
@@ -121,35 +141,68 @@ def _run_kernel(req: dict, log_fd: int, prefix: Prefix) -> None:
     app.start()
 
 
-def _fork_kernel(req: dict, prefix: Prefix) -> tuple[int, int | None]:
-    """(the kernel's parent, in the server's namespaces; the kernel, PID 1 of its own). The
-    parent's exit status is the kernel's."""
+READY = b"ok"  # what a kernel says once its folders are ready; anything else is why not
+
+
+def _kernel_main(req: dict, log_fd: int, ready_w: int, prefix: Prefix) -> int:
+    """The kernel: its clean slate first, said on `ready_w` (or why there is none, and no kernel
+    runs); then the kernel itself. Its exit code."""
+    try:
+        _private_folders(req)
+    except BaseException as e:  # noqa: BLE001 - the server refuses this kernel, and says why
+        why = f"{type(e).__name__}: {e}"[:1000]
+        os.write(log_fd, f"warm kernel refused: {why}\n".encode())
+        os.write(ready_w, why.encode(errors="replace"))
+        return 1
+    os.write(ready_w, READY)
+    os.close(ready_w)
+    try:
+        _run_kernel(req, log_fd, prefix)
+        return 0
+    except BaseException as e:  # noqa: BLE001 - said on the log, then this kernel ends
+        os.write(log_fd, f"warm kernel: {type(e).__name__}: {e}\n".encode())
+        return 1
+
+
+def _read_all(fd: int) -> bytes:
+    data = b""
+    while chunk := os.read(fd, 4096):
+        data += chunk
+    os.close(fd)
+    return data
+
+
+def _fork_kernel(req: dict, prefix: Prefix) -> tuple[int, int | None, str]:
+    """(the kernel's parent, in the server's namespaces; the kernel, PID 1 of its own; READY, or
+    why the kernel has no clean slate). The parent's exit status is the kernel's."""
     pid_r, pid_w = os.pipe()
     pid = os.fork()
     if pid:
         os.close(pid_w)
-        info = os.read(pid_r, 4)
-        os.close(pid_r)
-        return pid, (struct.unpack(">i", info)[0] if len(info) == 4 else None)
+        info = _read_all(pid_r)
+        if len(info) < 4:
+            return pid, None, "the kernel's parent ended before the kernel was ready"
+        why = info[4:].decode(errors="replace") or "the kernel ended before its folders were ready"
+        return pid, struct.unpack(">i", info[:4])[0], why
     code = 1
     try:
         os.setsid()
         log_fd = os.dup(2)
         isolation.close_other_fds({log_fd, pid_w})
         isolation.new_namespaces()
+        ready_r, ready_w = os.pipe()
         kernel = os.fork()
         if kernel == 0:
             code = 1
             try:
                 os.close(pid_w)
-                _run_kernel(req, log_fd, prefix)
-                code = 0
-            except BaseException as e:  # noqa: BLE001 - said on the log, then this kernel ends
-                os.write(log_fd, f"warm kernel: {type(e).__name__}: {e}\n".encode())
+                os.close(ready_r)
+                code = _kernel_main(req, log_fd, ready_w, prefix)
             finally:
                 _real_exit(code)
         os.close(log_fd)
-        os.write(pid_w, struct.pack(">i", kernel))
+        os.close(ready_w)
+        os.write(pid_w, struct.pack(">i", kernel) + _read_all(ready_r))
         os.close(pid_w)
         _, status = os.waitpid(kernel, 0)
         code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
@@ -162,33 +215,6 @@ def _kill(pids) -> None:
         try:
             os.kill(pid, signal.SIGKILL)  # the kernel is its namespace's PID 1: all it started dies too
         except (ProcessLookupError, TypeError):
-            pass
-
-
-def _clear(folder: str) -> None:
-    """Sockets a previous kernel left in the socket folder go before the next kernel starts."""
-    for name in os.listdir(folder):
-        try:
-            os.unlink(os.path.join(folder, name))
-        except OSError:
-            pass
-
-
-def _empty_tmp() -> None:
-    """What earlier kernels (or this server's imports) wrote in /tmp goes before the next kernel
-    starts: everything of this sandbox's user. The folders bubblewrap made for its mounts are
-    root's and stay, as in a cold kernel's /tmp; /tmp itself is the only place there that this
-    user can write (the stage is each kernel's own tmpfs)."""
-    me = os.getuid()
-    for entry in os.scandir("/tmp"):
-        try:
-            if entry.stat(follow_symlinks=False).st_uid != me:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                os.unlink(entry.path)
-        except OSError:
             pass
 
 
@@ -209,10 +235,15 @@ def _handle(req: dict, child: tuple | None, say, prefix: Prefix) -> tuple | None
     if "kill" in req:
         _kill(child)
     elif "start" in req and child is None:
-        _clear(req["start"]["ipc"])
-        _empty_tmp()
-        child = _fork_kernel(req["start"], prefix)
-        say(started=child[0])
+        # nothing of the kernels before is cleaned up for this one: it gets fresh folders
+        # (_private_folders) or does not run (and the grading process starts its kernel cold)
+        pid, kernel, why = _fork_kernel(req["start"], prefix)
+        if why == READY.decode():
+            say(started=pid)
+            return pid, kernel
+        _kill((pid, kernel))
+        os.waitpid(pid, 0)
+        say(refused=why)
     return child
 
 
