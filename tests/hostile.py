@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import footholds
 import nbformat
 
 from grader.course.submissions import fill, reference_answers
@@ -339,11 +340,10 @@ CASES = [
     Case(
         "h16_segfault",
         "a segfault",
-        with_cell("ex2_check", "import ctypes\nctypes.string_at(0)"),
+        with_cell("ex2_check", "import faulthandler\nfaulthandler._sigsegv()"),
         {"ex3_dhprebn"} | {g.grade_id for g in spec.GRADIENTS if g.exercise == 4} | {"ex4_training"},
         ["replay of your notebook stopped"],
-        suspicious=True,
-    ),  # ctypes in a backprop exercise
+    ),  # a real SIGSEGV (ctypes is not there to crash with in a graded run)
     Case(
         "h17_loop",
         "an infinite loop",
@@ -506,6 +506,27 @@ CASES = [
     ],
     Case("h42_markup", "grade ids with markup and escape codes, a forged kit note", markup),
     Case("h43_many_outputs", "2000 added cells of 150 kB output", many_outputs, set(), ["dropped"]),
+    # issue 17: a file in HOME (/tmp) that a later start reads, in a folder locked 0555;
+    # h48 and n01, n02 graded after them (tests/e2e/test_tmp_footholds.py: warm, cold, 2 workers)
+    *[
+        Case(
+            f"h{44 + i}_tmp_{kind}",
+            f"plants a {kind} start-up file in HOME, its folder made read-only",
+            with_cell("imports", footholds.plant(kind, f"h{44 + i}")),
+            set(),
+            [f"{footholds.MARK} planted"],
+            suspicious=None,
+        )
+        for i, kind in enumerate(footholds.KINDS)
+    ],
+    Case(
+        "h48_probe_after_footholds",
+        "the reference answers, and a cell that starts bash, Python, IPython and matplotlib",
+        with_cell("imports", footholds.PROBE),
+        set(),
+        ["probe: 5 starts"],
+        suspicious=None,
+    ),
     Case(
         "n02_honest_mistake",
         "an honest mistake: = instead of +=",

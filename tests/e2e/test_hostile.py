@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import footholds
 import nbformat
 import pytest
 
@@ -433,6 +434,19 @@ def test_output_is_bounded(hostile_course):
     _selected("h43_many_outputs")
     size = _autograded(hostile_course.course, "h43_many_outputs").stat().st_size
     assert size < 25 * MB, f"{size / MB:.0f} MB"
+
+
+def test_no_foothold_in_home_reaches_a_classmate(hostile_course):
+    """Issue 17: what h44-h47 planted in HOME (/tmp), in folders locked 0555, is neither run nor
+    found in a kernel graded after them: h48 starts bash, Python, IPython and matplotlib, and
+    n01, n02 are graded after all of them. tests/e2e/test_tmp_footholds.py: warm and cold, one
+    grading process and two."""
+    _selected("h44_tmp_ipython", "h48_probe_after_footholds")
+    course = hostile_course.course
+    assert "0 of an attacker: []" in _autograded(course, "h48_probe_after_footholds").read_text()
+    later = [c.student for c in SELECTED if c.student > "h48" and not c.student.startswith("h4")]
+    for student in ["h48_probe_after_footholds", *later]:
+        assert footholds.MARK not in _autograded(course, student).read_text(), student
 
 
 def test_rerun_and_resume_give_the_same_grades(hostile_course):
