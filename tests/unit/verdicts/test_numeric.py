@@ -17,39 +17,23 @@ from grader.verdicts.numeric import NUMERIC, UNACCOUNTED, apply_numeric, budget,
 from conftest import JUDGE_SEED
 from replay_runs import honest_runs
 
+
+def _cell(label: str, kind: str, source: str, grade_id: str | None = None) -> dict:
+    return {"label": label, "kind": kind, "grade_id": grade_id, "source": source}
+
+
+def _answer(ex: int, source: str) -> dict:
+    return _cell(spec.ANSWER_CELLS[ex], "answer", source, spec.ANSWER_CELLS[ex])
+
+
 PLAN = [
-    {"label": "forward", "kind": "locked", "grade_id": "forward", "source": "loss = 1"},
-    {"label": "your cell after forward", "kind": "added", "grade_id": None, "source": "_fd = {'W1': 0}"},
-    {
-        "label": spec.ANSWER_CELLS[1],
-        "kind": "answer",
-        "grade_id": spec.ANSWER_CELLS[1],
-        "source": "dW1 = _fd['W1']",
-    },
-    {
-        "label": "your cell after ex1_solution",
-        "kind": "added",
-        "grade_id": None,
-        "source": "while True:\n    x = 1",
-    },
-    {
-        "label": spec.ANSWER_CELLS[2],
-        "kind": "answer",
-        "grade_id": spec.ANSWER_CELLS[2],
-        "source": "dlogits = 0",
-    },
-    {
-        "label": spec.ANSWER_CELLS[3],
-        "kind": "answer",
-        "grade_id": spec.ANSWER_CELLS[3],
-        "source": "dhprebn = 0",
-    },
-    {
-        "label": spec.ANSWER_CELLS[4],
-        "kind": "answer",
-        "grade_id": spec.ANSWER_CELLS[4],
-        "source": "def manual_backward(): 0",
-    },
+    _cell("forward", "locked", "loss = 1", "forward"),
+    _cell("your cell after forward", "added", "_fd = {'W1': 0}"),
+    _answer(1, "dW1 = _fd['W1']"),
+    _cell("your cell after ex1_solution", "added", "while True:\n    x = 1"),
+    _answer(2, "dlogits = 0"),
+    _answer(3, "dhprebn = 0"),
+    _answer(4, "def manual_backward(): 0"),
 ]
 HONEST = {"forward": 0.003, "ex1_solution": 0.005, "ex2_solution": 0.001, "manual_backward": 0.003}
 
