@@ -9,8 +9,9 @@ costs here (grader/reference/steps.py, timed in this process), and never under
 `numeric_floor_seconds`. An honest answer, the lecture's loops included, takes a few forward
 passes' time; central differences over one gradient take 54 or more.
 The runs count their cells' CPU seconds (grader/sandboxed/runner.py); the kernel counts each
-run's (the server's wait4): a run whose own count falls short of the kernel's by more than
-NUMERIC_UNACCOUNTED_SECONDS changed it, and gets nothing for what it computed.
+run's (the server's wait4), user time both: a run whose own count falls short of the kernel's
+by more than NUMERIC_UNACCOUNTED_SECONDS is listed for the TAs (sending a large result costs
+a run CPU too, so it is a sign, not a verdict).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from ..settings import NUMERIC_UNACCOUNTED_SECONDS, JudgeSettings
 from .flags import Flag
 
 NUMERIC = "computed numerically (finite differences), not derived: no credit"
-UNACCOUNTED = "the replay could not account for the CPU time of your code: no credit for what it computed"
 RUN_EXERCISES = {AS_SUBMITTED: (1, 2, 3, 4), "ex3": (3,)}  # local:dX runs: exercise 1
 _reference: list[float] = []
 
@@ -86,11 +86,9 @@ def _names(source: str) -> tuple[set[str], set[str]]:
             (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(node.name)
-        elif isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).partition(".")[0])
         elif isinstance(node, ast.Global):
             bound.update(node.names)
-    return bound, read
+    return bound, read - bound  # an import binds no answer's input; a name a cell binds it does not read
 
 
 def costly(run: RunResult, plan: list[dict], limit: float, train_steps: int) -> dict[int, float]:
@@ -124,24 +122,22 @@ def apply_numeric(
     """Zero (policy "zero") or list (policy "flag") what numeric work produced."""
     limit = budget(settings, fresh, out)
     found: dict[int, str] = {}
+    flags = []
     for name, run in out.runs.items():
-        exercises = RUN_EXERCISES.get(name, (1,))
         for ex, seconds in costly(run, plan, limit, settings.train_steps).items():
             found.setdefault(
                 ex,
-                f"exercise {ex}'s cells took {seconds:.1f} CPU s (a derived backward: {limit:.2g} s at most)",
+                f"exercise {ex}'s cells took {seconds:.2f} CPU s (a derived backward: {limit:.2g} s at most)",
             )
         lost = unaccounted(run, max(limit, NUMERIC_UNACCOUNTED_SECONDS))
-        for ex in exercises if lost else ():
-            found.setdefault(ex, f"{lost:.1f} CPU s of run {name} not in its own count")
-    flags = []
+        if lost:  # results to send cost the run CPU too: a sign for the TAs, not a verdict
+            flags.append(Flag("tampering", f"{lost:.1f} CPU s of run {name} not in its own count", []))
     for ex, evidence in sorted(found.items()):
-        text = UNACCOUNTED if "not in its own count" in evidence else NUMERIC
         ids = [g.grade_id for g in spec.GRADED if g.exercise == ex and verdicts[g.grade_id].score > 0]
         if settings.autograd_policy == "zero":
             for gid in ids:
                 v = verdicts[gid]
-                v.score, v.hint, v.lines, v.problem = 0.0, text, [*v.lines[:1], text], "numeric"
+                v.score, v.hint, v.lines, v.problem = 0.0, NUMERIC, [*v.lines[:1], NUMERIC], "numeric"
         if ids:
             allowed = "; no credit" if settings.autograd_policy == "zero" else "; graded as allowed"
             flags.append(Flag("numeric", evidence + allowed, ids))

@@ -12,7 +12,7 @@ from grader.replay.results import RunResult
 from grader.replay.run import ReplayOutput
 from grader.settings import NUMERIC_UNACCOUNTED_SECONDS, JudgeSettings
 from grader.verdicts import judge
-from grader.verdicts.numeric import NUMERIC, UNACCOUNTED, apply_numeric, budget, costly, sections
+from grader.verdicts.numeric import NUMERIC, apply_numeric, budget, costly, sections
 
 from conftest import JUDGE_SEED
 from replay_runs import honest_runs
@@ -78,7 +78,7 @@ def test_finite_differences_in_exercise_1_earn_nothing_there_only(fresh):
     assert all(verdicts[g].score == 0 and verdicts[g].hint == NUMERIC for g in ex1)
     assert sum(v.score for v in verdicts.values()) == spec.total_points() - len(ex1)
     assert [f.kind for f in flags] == ["numeric"] and set(flags[0].grade_ids) == set(ex1)
-    assert "exercise 1's cells took 0.1 CPU s" in flags[0].evidence
+    assert "exercise 1's cells took 0.11 CPU s" in flags[0].evidence
 
 
 def test_an_added_cell_doing_the_work_counts_too(fresh):
@@ -99,11 +99,11 @@ def test_under_flag_the_gradients_keep_their_points_and_are_listed(fresh):
     assert flags[0].grade_ids == ["ex2_dlogits"] and flags[0].evidence.endswith("graded as allowed")
 
 
-def test_a_run_that_hides_its_cost_from_its_own_count_earns_nothing(fresh):
+def test_a_run_whose_own_count_misses_much_cpu_is_listed_not_zeroed(fresh):
+    """Sending a large result costs a run CPU outside its cells too: a sign for the TAs."""
     verdicts, flags = _graded(fresh, HONEST, kernel=sum(HONEST.values()) + NUMERIC_UNACCOUNTED_SECONDS + 0.3)
-    assert all(v.score == 0 for v in verdicts.values())
-    assert {v.hint for v in verdicts.values()} == {UNACCOUNTED}
-    assert all("not in its own count" in f.evidence for f in flags)
+    assert sum(v.score for v in verdicts.values()) == spec.total_points()
+    assert [f.kind for f in flags] == ["tampering"] and "not in its own count" in flags[0].evidence
 
 
 def test_training_is_bounded_per_step(fresh):
