@@ -63,26 +63,18 @@ class Budget:
 
 def for_cell(within: Budget | None = None) -> Budget:
     """One cell's budget, within its submission's."""
-    s = settings
-    return Budget(
-        "cell",
-        chars=s.ANALYSIS_CELL_CHARS,
-        work=s.ANALYSIS_CELL_WORK,
-        seconds=s.ANALYSIS_CELL_SECONDS,
-        within=within,
-    )
+    return _at("cell", within)
 
 
 def for_submission(within: Budget | None = None) -> Budget:
     """One submission's budget, within the class's when there is one."""
-    s = settings
-    return Budget(
-        "submission",
-        chars=s.ANALYSIS_SUBMISSION_CHARS,
-        work=s.ANALYSIS_SUBMISSION_WORK,
-        seconds=s.ANALYSIS_SUBMISSION_SECONDS,
-        within=within,
-    )
+    return _at("submission", within)
+
+
+def _at(level: str, within: Budget | None) -> Budget:
+    """The level's limits, as grader/settings.py names them (ANALYSIS_<LEVEL>_CHARS, ...)."""
+    limit = lambda what: getattr(settings, f"ANALYSIS_{level.upper()}_{what}")  # noqa: E731
+    return Budget(level, chars=limit("CHARS"), work=limit("WORK"), seconds=limit("SECONDS"), within=within)
 
 
 def for_class(seconds: float | None) -> Budget:
