@@ -179,8 +179,9 @@ def inside_environment(outside: Mapping[str, str], extra: dict[str, str] | None 
         "MKL_NUM_THREADS": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "MPLBACKEND": "Agg",
-        # the notebook reads NBGRADER_EXECUTION to shorten training under the grader
-        **{k: v for k, v in outside.items() if k.startswith(("NBGRADER_", "BACKPROP_NINJA_"))},
+        # the notebook reads NBGRADER_EXECUTION to shorten training under the grader; the kit's
+        # own settings (BACKPROP_NINJA_*) are the grader's, not the submission's business
+        **{k: v for k, v in outside.items() if k.startswith("NBGRADER_")},
         **(extra or {}),
     }
 

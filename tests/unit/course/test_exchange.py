@@ -92,8 +92,12 @@ def test_the_formgrader_finds_a_working_exchange_before_any_release(tmp_path):
 
 # ---------------------------------------------------------------- SafeCollect, through the formgrader's API
 ME = pwd.getpwuid(os.getuid()).pw_name
-STAMP = f"{datetime.now(timezone.utc) - timedelta(minutes=1):%Y-%m-%d %H:%M:%S.%f} UTC"  # nbgrader's format
-EARLIER = f"{datetime.now(timezone.utc) - timedelta(minutes=2):%Y-%m-%d %H:%M:%S.%f} UTC"
+
+
+def stamp(minutes_ago: int = 1) -> str:
+    """A time in nbgrader's format, taken when the test runs: one taken at import would be older
+    than its files by as long as the suite ran before it, and collect keeps the later time."""
+    return f"{datetime.now(timezone.utc) - timedelta(minutes=minutes_ago):%Y-%m-%d %H:%M:%S.%f} UTC"
 
 
 def api_for(course, **collect):
@@ -131,27 +135,27 @@ def test_the_formgraders_collect_is_safe_collect(tmp_path):
 
 
 def test_collect_button_refuses_forged_and_future_folders(tmp_path):
-    api = api_for(tmp_path)
-    put(tmp_path, f"{ME}+backprop_ninja+{STAMP}+a", "mine", timestamp="2000-01-01 00:00:00.000000 UTC")
+    api, now = api_for(tmp_path), stamp()
+    put(tmp_path, f"{ME}+backprop_ninja+{now}+a", "mine", timestamp="2000-01-01 00:00:00.000000 UTC")
     put(tmp_path, f"{ME}+backprop_ninja+2099-01-01 00:00:00.000000 UTC+b", "mine, from 2099")
-    put(tmp_path, f"bob+backprop_ninja+{STAMP}+c", "planted for bob")
+    put(tmp_path, f"bob+backprop_ninja+{now}+c", "planted for bob")
     put(tmp_path, f"{ME}+backprop_ninja+", "not a name nbgrader could read")  # stopped nbgrader's collect
     result = api.collect("backprop_ninja")
     assert result["success"], result
     assert collected(tmp_path, ME) == "mine" and not (tmp_path / "submitted" / "bob").exists()
-    assert (tmp_path / "submitted" / ME / "backprop_ninja" / "timestamp.txt").read_text() == STAMP
+    assert (tmp_path / "submitted" / ME / "backprop_ninja" / "timestamp.txt").read_text() == now
     log = result["log"]
     assert (
-        f"REFUSED inbound/'bob+backprop_ninja+{STAMP}+c' (owner {ME}): named for bob but made by {ME}" in log
+        f"REFUSED inbound/'bob+backprop_ninja+{now}+c' (owner {ME}): named for bob but made by {ME}" in log
     )
     assert "2099-01-01 00:00:00 UTC, in the future" in log and "'' is not a time" in log
     assert f"Collecting submission: {ME} backprop_ninja" in log
 
 
 def test_a_refused_copy_falls_back_to_the_previous_submission(tmp_path):
-    api = api_for(tmp_path)
-    put(tmp_path, f"{ME}+backprop_ninja+{EARLIER}+a", "earlier")
-    later = put(tmp_path, f"{ME}+backprop_ninja+{STAMP}+b", "later")
+    api, now, earlier = api_for(tmp_path), stamp(), stamp(2)
+    put(tmp_path, f"{ME}+backprop_ninja+{earlier}+a", "earlier")
+    later = put(tmp_path, f"{ME}+backprop_ninja+{now}+b", "later")
     (later / "names.txt").symlink_to(tmp_path / "gradebook.db")
     result = api.collect("backprop_ninja")
     assert collected(tmp_path, ME) == "earlier"
@@ -160,7 +164,7 @@ def test_a_refused_copy_falls_back_to_the_previous_submission(tmp_path):
 
 def test_without_check_owner_names_are_believed_out_loud(tmp_path):
     api = api_for(tmp_path, check_owner=False)
-    put(tmp_path, f"bob+backprop_ninja+{STAMP}+c", "bob's, by one account playing two")
+    put(tmp_path, f"bob+backprop_ninja+{stamp()}+c", "bob's, by one account playing two")
     result = api.collect("backprop_ninja")
     assert collected(tmp_path, "bob") == "bob's, by one account playing two"
     assert exchange.NO_OWNER_CHECK in result["log"]

@@ -12,6 +12,7 @@ from traitlets.config import Config
 
 from grader.preprocessors import limited_execute
 from grader.preprocessors.limited_execute import LimitedExecute
+from grader.sandbox.probe import ALLOW_ENV
 
 
 def _notebook(*sources: str):
@@ -21,13 +22,16 @@ def _notebook(*sources: str):
 
 
 def _run(tmp, nb, **limits):
-    """The plain python3 kernel is not the sandbox's: these tests opt in to it, explicitly."""
+    """The plain python3 kernel is not the sandbox's: these tests opt in to it, explicitly. The
+    opt-in marks this process as allowed (ALLOW_ENV): undone here, so no later test inherits it."""
     c = Config()
     c.LimitedExecute.allow_unsandboxed = True
     for k, v in limits.items():
         setattr(c.LimitedExecute, k, v)
     pre = LimitedExecute(config=c, kernel_name="python3", timeout=60, startup_timeout=60)
-    return pre.preprocess(nb, {"metadata": {"path": str(tmp)}})[0]
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(ALLOW_ENV, "")
+        return pre.preprocess(nb, {"metadata": {"path": str(tmp)}})[0]
 
 
 def _stream(cell, name: str) -> str:

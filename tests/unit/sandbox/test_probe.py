@@ -151,6 +151,14 @@ def test_allowed_as_root_still_the_sandboxs_uid_and_environment(broken, monkeypa
         "-I",
     ]
     assert "HOME=/tmp" in cmd and not any(a.startswith("SECRET_TOKEN") for a in cmd)
+    assert not any(a.startswith("BACKPROP_NINJA_") for a in cmd)  # the grader's switches stay out
+
+
+def test_only_nbgrader_variables_pass_into_the_sandbox():
+    outside = {"NBGRADER_EXECUTION": "autograde", probe.ALLOW_ENV: "1", "BACKPROP_NINJA_MEMORY_MB": "9"}
+    inside = bwrap.inside_environment(outside, {"X": "y"})
+    assert inside["NBGRADER_EXECUTION"] == "autograde" and inside["X"] == "y"
+    assert not [k for k in inside if k.startswith("BACKPROP_NINJA_")]
 
 
 def test_allowed_not_root_is_the_plain_command(broken, monkeypatch):
