@@ -145,9 +145,7 @@ def test_collect_button_refuses_forged_and_future_folders(tmp_path):
     assert collected(tmp_path, ME) == "mine" and not (tmp_path / "submitted" / "bob").exists()
     assert (tmp_path / "submitted" / ME / "backprop_ninja" / "timestamp.txt").read_text() == now
     log = result["log"]
-    assert (
-        f"REFUSED inbound/'bob+backprop_ninja+{now}+c' (owner {ME}): named for bob but made by {ME}" in log
-    )
+    assert f"REFUSED inbound/'bob+backprop_ninja+{now}+c' (owner {ME}): named for bob but made by {ME}" in log
     assert "2099-01-01 00:00:00 UTC, in the future" in log and "'' is not a time" in log
     assert f"Collecting submission: {ME} backprop_ninja" in log
 
