@@ -69,6 +69,12 @@ class LimitedExecute(Execute):
         "the grader. Default: BACKPROP_NINJA_ALLOW_UNSANDBOXED (grader/settings.py).",
     ).tag(config=True)
 
+    @default("iopub_timeout")
+    def _iopub_timeout(self):
+        # nbclient waits 4 s after a cell's reply for the outputs still unread, then raises: a
+        # loaded grader still reading a flood lost its last outputs and the truncation note
+        return 30
+
     @default("allow_unsandboxed")
     def _allow_from_environment(self):
         return unsandboxed_allowed()
@@ -181,8 +187,10 @@ class LimitedExecute(Execute):
             self.timeout = self._cell_timeout
 
     def output(self, outs, msg, display_id, cell_index):
-        size = len(json.dumps(msg.get("content", {}), default=str))
         used = self._sizes.get(cell_index, 0)
+        if used > self.max_output_bytes:  # noted already: the rest of a flood is not measured
+            return None
+        size = len(json.dumps(msg.get("content", {}), default=str))
         self._sizes[cell_index] = used + size
         if used + size > self.max_output_bytes:
             return self._drop(outs, cell_index, f"output truncated: over {self.max_output_bytes} bytes")

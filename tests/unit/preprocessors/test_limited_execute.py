@@ -4,6 +4,7 @@ start (four in all); the tests read what that one run left in the notebook."""
 
 from __future__ import annotations
 
+import time
 import types
 
 import pytest
@@ -66,6 +67,32 @@ def test_output_over_max_output_bytes_is_truncated(flooded):
 
 def test_the_per_cell_limit_does_not_reach_the_next_cell(flooded):
     assert _stream(flooded.cells[1], "stdout") == "after\n"
+
+
+# ------------------------------------------------------------ a grader slower than the kernel
+@pytest.fixture(scope="module")
+def read_slowly(tmp_path_factory):
+    """Kernel start 5: a loaded grader. Each output message takes 0.3 s to read, so the cell's
+    30 messages are still being read seconds after its reply came (the hostile corpus's flood
+    under CI's load): nbclient's default 4 s wait for them lost the last ones, and the note."""
+    read = LimitedExecute.output
+
+    def slow(self, *args):
+        time.sleep(0.3)
+        return read(self, *args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LimitedExecute, "output", slow)
+        return _run(
+            tmp_path_factory.mktemp("slow"),
+            _notebook("for i in range(30):\n    print('x' * 200, flush=True)", "print('after')"),
+            max_output_bytes=6000,
+        )
+
+
+def test_output_read_after_the_reply_still_counts_and_is_noted(read_slowly):
+    assert _stream(read_slowly.cells[0], "stderr") == "\n[output truncated: over 6000 bytes]\n"
+    assert _stream(read_slowly.cells[1], "stdout") == "after\n"
 
 
 # ------------------------------------------------------------ submission_timeout
