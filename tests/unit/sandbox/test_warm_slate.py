@@ -12,7 +12,6 @@ import re
 import textwrap
 from pathlib import Path
 
-import footholds
 import pytest
 from jupyter_client import KernelManager
 from test_warm import Kernel
@@ -21,7 +20,9 @@ from grader.sandbox import bwrap, default_sandbox, make_kernel_dir, warm
 from grader.sandbox.bwrap import PACKAGE, VISIBLE_INSIDE, Sandbox
 from grader.sandbox.warm import WarmProvisioner, WarmServer
 
-pytestmark = pytest.mark.skipif(not default_sandbox().isolated, reason="needs bubblewrap")
+import footholds
+
+pytestmark = pytest.mark.skipif(not bwrap.bwrap_works(), reason="needs bubblewrap")
 KIT_UNDER_TMP = "/tmp/bn-clean-clone/kit"  # as a clean clone of the kit under /tmp would put it
 SPEC = "backprop-ninja-sandbox"
 
