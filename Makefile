@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The kit's command line (grader/cli.py; `$(PY) -m grader` is the same)
+NINJA := $(VENV)/bin/backprop-ninja
 # nbgrader shells out to alembic: the virtualenv's bin/ must be on PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Bring your own names.txt: `make demo NAMES_TXT=/path/to/names.txt` (or export NAMES_TXT).
@@ -23,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 data: venv
-	$(PY) -m grader.data $(DATA)
+	$(NINJA) data $(DATA)
 
 release: data
 	nbgrader generate_assignment $(ASSIGNMENT) --force
@@ -31,12 +33,12 @@ release: data
 	find release -name .ipynb_checkpoints -prune -exec rm -rf {} +
 
 samples: venv
-	$(PY) -m grader.samples .
+	$(NINJA) samples .
 
 # Preflight, resume, then nbgrader autograde on every core (grader/course/batch.py); FORCE=1 grades
 # everything again; WORKERS=N, SCHEDULER=tcp://HOST:8786 (a Dask cluster) pass through.
 autograde: venv
-	$(PY) -m grader.batch . $(if $(FORCE),--force) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	$(NINJA) grade . $(if $(FORCE),--force) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 feedback: venv
 	nbgrader generate_feedback $(ASSIGNMENT) --force
@@ -44,25 +46,25 @@ feedback: venv
 export: venv
 	mkdir -p exports
 	nbgrader export --to exports/grades.csv
-	nbgrader export --exporter=grader.exports.GradientsExportPlugin --to exports/gradients.csv
+	nbgrader export --exporter=grader.course.exports.GradientsExportPlugin --to exports/gradients.csv
 
 # The table; reports/class.html (plots, pass rates, mistakes, suspicious, timings); exports/*.csv
 # (per gradient, Canvas, Moodle). CANVAS_ASSIGNMENT_ID=1234 updates that Canvas assignment.
 report: venv
 	@echo; echo "Grades (also in exports/; class report in reports/class.html; feedback in feedback/<student>/):"
-	@$(PY) -m grader.report . $(if $(CANVAS_ASSIGNMENT_ID),--canvas-assignment-id $(CANVAS_ASSIGNMENT_ID))
-	@echo; $(PY) -m grader.suspicious .
+	@$(NINJA) report . $(if $(CANVAS_ASSIGNMENT_ID),--canvas-assignment-id $(CANVAS_ASSIGNMENT_ID))
+	@echo; $(NINJA) suspicious .
 
 # The Gradescope autograder: upload dist/gradescope_autograder.zip. VISIBILITY=hidden|after_due_date|after_published
 gradescope: data
-	$(PY) -m grader.gradescope build dist/gradescope_autograder.zip $(if $(VISIBILITY),--visibility $(VISIBILITY))
+	$(NINJA) gradescope build dist/gradescope_autograder.zip $(if $(VISIBILITY),--visibility $(VISIBILITY))
 
 # Fill submitted/ from a Canvas or Moodle "download all submissions" zip: make collect-zip ZIP=path.zip
 collect-zip: venv
-	$(PY) -m grader.collect . $(ZIP)
+	$(NINJA) collect . $(ZIP)
 
 suspicious: venv
-	$(PY) -m grader.suspicious .
+	$(NINJA) suspicious .
 
 # Speed against named baselines; prints ratios, asserts nothing (machines are shared).
 bench: data

@@ -92,10 +92,10 @@ c.Execute.kernel_name = "backprop-ninja-sandbox"
 c.LimitedExecute.submission_timeout = 900  # seconds for all of one submission's cells
 c.LimitedExecute.max_output_bytes = 2_000_000  # per cell
 c.LimitedExecute.max_total_output_bytes = 20_000_000  # per submission, added cells included
-# Where bubblewrap cannot start (`python -m grader.sandbox check` says why), nothing is graded:
+# Where bubblewrap cannot start (`backprop-ninja check` says why), nothing is graded:
 # each submission is refused with the reason. To grade anyway, only where no student can reach
 # the grader (a loud warning; run as root, the kernel and the replay still get uids of their own):
-# c.LimitedExecute.allow_unsandboxed = True  # or `python -m grader.batch --allow-unsandboxed`
+# c.LimitedExecute.allow_unsandboxed = True  # or `backprop-ninja grade --allow-unsandboxed`
 # Limits of every sandboxed process (kernel and replay) are BACKPROP_NINJA_* environment
 # variables, listed with their defaults in grader/settings.py (6 GiB of memory, 256 processes,
 # 64 MB files, 1 GiB of disk per submission, ...). To change one for the course, set it here:

@@ -4,7 +4,7 @@
              process, the grades from the in-kernel test cells (the named baseline for speed)
   reference  `nbgrader autograde` with the kit's configuration and cold kernels (a Python
              started per submission; the reference for the grades)
-  kit        `python -m grader.batch` at its defaults: every core, the sandbox, the replay
+  kit        `backprop-ninja grade` at its defaults: every core, the sandbox, the replay
 
 The submissions are the grading corpus's (right and wrong answers, all four exercises answered,
 so exercise 4 really trains), repeated up to N. Prints the times, the ratio to stock nbgrader,
@@ -82,7 +82,7 @@ def _kind(argv: list[str]) -> str:
         return "kernel"
     if "grader.sandboxed.zygote" in argv:
         return "kernel (warm server and its forks)"
-    if "grader.batch" in argv:
+    if argv[1:4] == ["-m", "grader", "grade"]:
         return "batch coordinator"
     return "other"
 
@@ -117,7 +117,7 @@ def _tree(root: int) -> dict[int, tuple[str, int, int, int]]:
 def _batch(course: Path) -> tuple[float, Sampler]:
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "grader.batch", str(course), "--force", "--quiet"],
+        [sys.executable, "-m", "grader", "grade", str(course), "--force", "--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -11,6 +11,6 @@ Folders by job; the trust boundary is the folder `sandboxed/`:
 - preprocessors/  the nbgrader plug-ins, one class per module
 - course/         the TA's jobs: batch (all cores, or a Dask cluster), preflight, intake, report, ...
 - settings.py     every setting and environment variable
-
-The modules at this level (incell, batch, report, ...) are stable entry points only.
+- cli.py          the one command line, `backprop-ninja VERB` (also `python -m grader VERB`)
+- incell.py       the one public import: the hidden tests' `from grader.incell import grade`
 """

@@ -109,7 +109,7 @@ def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.Complet
 
 def nbgrader_split(course: Path, students: list[str], *args: str, ways: int = 2) -> None:
     """`nbgrader *args` in `course` as `ways` processes at once, each on its share of `students`
-    (the others excluded with --CourseDirectory.student_id_exclude, as grader.batch's workers
+    (the others excluded with --CourseDirectory.student_id_exclude, as `backprop-ninja grade`'s workers
     do): the same nbgrader run for every submission, on as many cores."""
     import tempfile
 
@@ -193,14 +193,14 @@ def released_course(tmp_path_factory, new_course) -> Path:
 @dataclass(frozen=True)
 class GradedDemo:
     course: Path
-    report_stdout: str  # what `python -m grader.report` printed
+    report_stdout: str  # what `backprop-ninja report` printed
 
 
 @pytest.fixture(scope="session")
 def graded_demo(tmp_path_factory, new_course) -> GradedDemo:
     """The demo class graded once for the session by plain nbgrader with the repo's config
-    (warm kernels): `nbgrader autograde`, `nbgrader generate_feedback`, then `python -m
-    grader.report` (the class report, the CSV exports). Never written to: each module that
+    (warm kernels): `nbgrader autograde`, `nbgrader generate_feedback`, then `backprop-ninja
+    report` (the class report, the CSV exports). Never written to: each module that
     uses it takes its own copy (copy_course) of `.course`."""
     from grader.course.samples import DEMO
     from grader.course.submissions import write_submissions
@@ -210,7 +210,7 @@ def graded_demo(tmp_path_factory, new_course) -> GradedDemo:
     nbgrader(course, "autograde", "backprop_ninja", "--force")
     nbgrader(course, "generate_feedback", "backprop_ninja", "--force")
     done = subprocess.run(
-        [sys.executable, "-m", "grader.report", str(course)], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "grader", "report", str(course)], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return GradedDemo(course, done.stdout)

@@ -1,4 +1,4 @@
-"""The TA's one command for a class: `python -m grader.batch [COURSE] [--workers N] [--force]`.
+"""The TA's one command for a class: `backprop-ninja grade [COURSE] [--workers N] [--force]`.
 
 1. Preflight every submission (preflight.py), so a broken file costs only its student.
 2. Resume: a submission whose grading was interrupted (its scores are not all in the
@@ -6,7 +6,7 @@
 3. `nbgrader autograde` itself, on all cores (workers.py): the grades are nbgrader's, with the
    kit's configuration; a live bar shows progress, reports/autograde.log has a line each.
 4. A summary: who was graded, who was not and why (also reports/batch.json), and the TAs' list
-   of signs of cheating (reports/suspicious.json, as `python -m grader.suspicious` writes it),
+   of signs of cheating (reports/suspicious.json, as `backprop-ninja suspicious` writes it),
    within a fixed share of the grading time (settings.END_CHECKS_*): who similarity could not
    compare by then is listed as not compared.
 """
@@ -141,7 +141,7 @@ def _append_worker_logs(log: Path, folder: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="backprop-ninja grade", description=__doc__.splitlines()[0])
     ap.add_argument("course", nargs="?", default=".")
     ap.add_argument("--force", action="store_true", help="grade every submission again")
     ap.add_argument("--workers", type=int, default=None, help="parallel graders (default: all cores)")
@@ -183,7 +183,3 @@ def main(argv: list[str]) -> int:
         where = report_dir(course) / "suspicious.json"
         print(f"{summary['suspicious']} submission(s) with signs of cheating for a TA: {where}")
     return 0 if all(i["graded"] for i in summary["students"].values()) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

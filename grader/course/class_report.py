@@ -1,5 +1,5 @@
 """The class report: reports/class.html, one self-contained page for the TA (run by
-`python -m grader.report COURSE`).
+`backprop-ninja report COURSE`).
 
 Grades come from the gradebook (the grades of record); hints, problems, timings and
 suspicions from the replay records (reports/replay/<student>.json) and the batch's

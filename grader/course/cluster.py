@@ -1,4 +1,4 @@
-"""Grading a class on a Dask cluster (`python -m grader.batch --scheduler tcp://HOST:8786`).
+"""Grading a class on a Dask cluster (`backprop-ninja grade --scheduler tcp://HOST:8786`).
 
 No shared filesystem: each task ships the course's common files (once per worker) and one
 submission to a worker, which grades it with real nbgrader and the kit's configuration

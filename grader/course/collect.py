@@ -1,5 +1,5 @@
-"""`python -m grader.collect COURSE ZIP`: an LMS's "download all submissions" zip into
-submitted/<student_id>/backprop_ninja/backprop_ninja.ipynb, for grader.batch or nbgrader autograde.
+"""`backprop-ninja collect COURSE ZIP`: an LMS's "download all submissions" zip into
+submitted/<student_id>/backprop_ninja/backprop_ninja.ipynb, for `backprop-ninja grade` or nbgrader autograde.
 
 Which student a file is: lms_names.py. In short, Canvas's flat `<name>_<userid>_<submissionid>_<file>`
 (`<name>_LATE_...` for late work) and Moodle's `<Full Name>_<participantid>_assignsubmission_file_/<file>`
@@ -244,7 +244,7 @@ def collect_zip(
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m grader.collect",
+        prog="backprop-ninja collect",
         description="Fill COURSE/submitted/ from a Canvas or Moodle 'download all submissions' zip.",
     )
     parser.add_argument("course", type=Path, help="the course folder (with nbgrader_config.py)")

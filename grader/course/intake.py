@@ -3,7 +3,7 @@
 nbgrader copies a submission with `shutil.copy`, which follows links, as the grader's user
 (root on a grading server): a link to a root-only file or a classmate's notebook would be
 read, one to /dev/zero would be copied forever. Here every link, device, pipe, socket and
-hard-linked file in the folder is replaced before that copy (by `python -m grader.batch`
+hard-linked file in the folder is replaced before that copy (by `backprop-ninja grade`
 and again by nbgrader's pre-convert hook, so plain `nbgrader autograde` is covered too).
 
 The notes for the student travel outside the notebook: a cell in the notebook is the

@@ -130,7 +130,7 @@ def check_submission(folder: Path, notebook: str, release_nb: Path) -> Preflight
             f"your notebook could not be read ({for_markdown(reason)}); it was graded as the empty assignment"
         )
         result.unreadable = True
-    if result.notes:  # the notes go to grader.intake, never into the notebook (the student's to write)
+    if result.notes:  # the notes go to intake.py, never into the notebook (the student's to write)
         original = path.with_name(path.name + ".original")
         if not original.exists() and not result.unreadable:
             shutil.copy(path, original)

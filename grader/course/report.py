@@ -1,6 +1,6 @@
 """The TA's table: per student, points per exercise and in total, read from the gradebook.
 
-`python -m grader.report [COURSE] [--canvas-assignment-id ID] [--canvas-id-column COLUMN]`
+`backprop-ninja report [COURSE] [--canvas-assignment-id ID] [--canvas-id-column COLUMN]`
 prints it, then writes the class report (reports/class.html and its PNGs, class_report.py)
 and the CSV exports (exports/gradients.csv, canvas.csv, moodle.csv; exports.py).
 """
@@ -8,7 +8,6 @@ and the CSV exports (exports/gradients.csv, canvas.csv, moodle.csv; exports.py).
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,7 +65,7 @@ def table(rows: list[StudentScores]) -> str:
 def main(argv: list[str]) -> int:
     from . import class_report, exports  # class_report imports read_scores from here: no cycle at load
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="backprop-ninja report", description=__doc__.splitlines()[0])
     ap.add_argument("course", nargs="?", default=".")
     ap.add_argument("--canvas-assignment-id", help="Canvas's id of the assignment (else a new one)")
     ap.add_argument("--canvas-id-column", default="ID", choices=exports.CANVAS_IDS)
@@ -83,7 +82,3 @@ def main(argv: list[str]) -> int:
     written.append(class_report.write(course))
     print("\nwrote " + ", ".join(str(p.relative_to(course)) for p in written))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,9 +1,9 @@
 """The demo's sample class: a correct submission and a few with the mistakes students
-typically make. `python -m grader.samples [COURSE]` writes them into COURSE/submitted/."""
+typically make. `backprop-ninja samples [COURSE]` writes them into COURSE/submitted/."""
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 from .submissions import Sample, write_submissions
@@ -43,11 +43,12 @@ DEMO = [
 
 
 def main(argv: list[str]) -> int:
-    course = Path(argv[0] if argv else ".").resolve()
+    ap = argparse.ArgumentParser(
+        prog="backprop-ninja samples",
+        description="Write the demo's sample class (a correct submission, typical mistakes) into submitted/.",
+    )
+    ap.add_argument("course", nargs="?", default=".", help="the course folder (default: .)")
+    course = Path(ap.parse_args(argv).course).resolve()
     for path in write_submissions(DEMO, course=course):
         print(f"wrote {path.relative_to(course)}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

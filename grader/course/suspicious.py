@@ -1,7 +1,7 @@
 """For TAs: one list of the class's signs of cheating, from the replay records (and the pairs of
 similar submissions of grader/course/similarity.py, once that module exists).
 
-`python -m grader.suspicious [COURSE]` prints them grouped by student and writes
+`backprop-ninja suspicious [COURSE]` prints them grouped by student and writes
 COURSE/reports/suspicious.json, a JSON list with one entry per sign:
     {"students": ["bob"], "kind": "autograd", "evidence": "ex1_solution, line 3: reads .grad: ...",
      "grade_ids": ["ex1_dlogprobs", ...]}
@@ -13,6 +13,7 @@ cell or submission over its budget), "not_compared" (the class's deadline came f
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass
@@ -161,7 +162,12 @@ def _line(e: Entry, student: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    course = Path(argv[0] if argv else ".").resolve()
+    ap = argparse.ArgumentParser(
+        prog="backprop-ninja suspicious",
+        description="The class's signs of cheating, grouped by student; also COURSE/reports/suspicious.json.",
+    )
+    ap.add_argument("course", nargs="?", default=".", help="the course folder (default: .)")
+    course = Path(ap.parse_args(argv).course).resolve()
     records = read_records(course)
     entries = collect_findings(course, records=records)
     out = write(course, entries)
@@ -176,7 +182,3 @@ def main(argv: list[str]) -> int:
         if len(mine) > SHOWN:
             print(f"  - ... {len(mine) - SHOWN} more in {out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

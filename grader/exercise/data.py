@@ -9,7 +9,7 @@ Order of preference:
    names), announced with a loud warning because the lecture's numbers will
    not reproduce with it.
 
-CLI: `python -m grader.data DEST [--source PATH] [--url URL] [--timeout S]`.
+CLI: `backprop-ninja data DEST [--source PATH] [--url URL] [--timeout S]`.
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def ensure_names(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m grader.data",
+        prog="backprop-ninja data",
         description="Obtain makemore's names.txt (user path, download, or offline fallback).",
     )
     parser.add_argument("dest", type=Path, help="where to put names.txt")
@@ -249,7 +249,3 @@ def main(argv: list[str] | None = None) -> int:
     check = "sha256 ok" if nf.is_lecture_data() else "sha256 differs: NOT the lecture data"
     print(f"{nf.path.name}: {nf.n_names} names from {nf.origin} ({check})")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

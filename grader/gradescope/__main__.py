@@ -1,6 +1,7 @@
-"""`python -m grader.gradescope build OUT.zip [--course DIR] [--visibility V] [--allow-unsandboxed]`:
+"""`backprop-ninja gradescope build OUT.zip [--course DIR] [--visibility V] [--allow-unsandboxed]`:
 the autograder zip.
-`... prepare --source DIR` (setup.sh) and `... run [--root DIR]` (run_autograder): on Gradescope."""
+`... prepare --source DIR` and `... run [--root DIR]`: on Gradescope, where setup.sh and
+run_autograder call them as `python3 -m grader.gradescope ...` (scripts.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from . import build, course, results, run
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m grader.gradescope", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="backprop-ninja gradescope", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="write the zip to upload as the Gradescope autograder")
     b.add_argument("out", type=Path)

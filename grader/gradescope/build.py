@@ -1,4 +1,4 @@
-"""`python -m grader.gradescope build OUT.zip`: the zip a course uploads as its Gradescope
+"""`backprop-ninja gradescope build OUT.zip`: the zip a course uploads as its Gradescope
 autograder. Gradescope extracts it into /autograder/source:
 
     setup.sh, run_autograder    at the top, as Gradescope requires (scripts.py)
@@ -105,7 +105,7 @@ def pinned_requirements(dist: str = KIT_DIST) -> list[str]:
 
 def requirements_txt(pins: list[str]) -> str:
     head = [
-        f"# Pinned by `python -m grader.gradescope build` from Python {platform.python_version()}:",
+        f"# Pinned by `backprop-ninja gradescope build` from Python {platform.python_version()}:",
         "# the virtualenv the course grades with locally, so Gradescope's scores are the same.",
         CPU_TORCH,
     ]

@@ -102,7 +102,7 @@ def autograde(
     folder = work / "submitted" / student / spec.ASSIGNMENT
     folder.mkdir(parents=True)
     shutil.copyfile(notebook, folder / f"{spec.NOTEBOOK}.ipynb", follow_symlinks=False)
-    # as grader.batch does before nbgrader: an unreadable file is graded as the empty assignment
+    # as `backprop-ninja grade` does before nbgrader: an unreadable file is graded as the empty assignment
     notes = check_submission(folder, spec.NOTEBOOK, release_notebook(work)).notes
     intake.save_notes(work, student, notes)
     proc = nbgrader(

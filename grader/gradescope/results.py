@@ -122,7 +122,7 @@ def refused(reason: str, *, execution_time: float = 0.0) -> Results:
     staff = staff_test(
         why,
         f"{why}.\nStudent code never runs without the sandbox unless the zip is built with "
-        "`python -m grader.gradescope build --allow-unsandboxed`. Fix the image, then regrade.",
+        "`backprop-ninja gradescope build --allow-unsandboxed`. Fix the image, then regrade.",
     )
     return Results(
         output=STUDENT_REFUSAL,

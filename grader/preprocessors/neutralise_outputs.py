@@ -134,7 +134,7 @@ def _kind(mimetype: str) -> str:
 
 
 class NeutraliseOutputs(NbGraderPreprocessor):
-    """Autograde step: right after the kernel ran the notebook (SandboxedExecute)."""
+    """Autograde step: right after the kernel ran the notebook (LimitedExecute)."""
 
     html_tags = List(
         Unicode(),

@@ -1,5 +1,5 @@
 """Where nbgrader decides to run a submission without bubblewrap: it does not, unless staff
-said so (c.LimitedExecute.allow_unsandboxed, `python -m grader.batch --allow-unsandboxed`,
+said so (c.LimitedExecute.allow_unsandboxed, `backprop-ninja grade --allow-unsandboxed`,
 or BACKPROP_NINJA_ALLOW_UNSANDBOXED=1). Not a preprocessor: the rule LimitedExecute (the
 kernel) and ReplayGrades (the replay) both apply, and the kernel's provisioner when allowed.
 

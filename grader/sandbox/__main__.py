@@ -1,21 +1,21 @@
-"""`python -m grader.sandbox kernel -f CONNECTION_FILE` (the kernel spec) or `check`."""
+"""`python -m grader.sandbox kernel -f CONNECTION_FILE`: the sandboxed kernel's launcher, as the
+kernel spec (jupyter/kernels/*/kernel.json) starts it. Not a user's command: `backprop-ninja
+check` tells whether the sandbox can start here (probe.py)."""
 
 from __future__ import annotations
 
 import sys
 
-from .bwrap import sandbox_status
 from .kernel import kernel_main
 
 
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "kernel" and argv[1] == "-f":
         return kernel_main(argv[2])
-    if argv == ["check"]:
-        status = sandbox_status()
-        print(f"bubblewrap sandbox: {'available' if status.works else 'NOT available: ' + status.reason}")
-        return 0
-    print("usage: python -m grader.sandbox kernel -f CONNECTION_FILE | check", file=sys.stderr)
+    print(
+        "usage: python -m grader.sandbox kernel -f CONNECTION_FILE (the kernel spec's launcher)",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -13,6 +13,7 @@ Gradescope) unless staff allowed it (BACKPROP_NINJA_ALLOW_UNSANDBOXED=1), and th
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ from ..settings import env
 
 ALLOW_ENV = "BACKPROP_NINJA_ALLOW_UNSANDBOXED"
 WARNING = (
-    "WARNING: the bubblewrap sandbox could not start (`python -m grader.sandbox check` says why) and "
+    "WARNING: the bubblewrap sandbox could not start (`backprop-ninja check` says why) and "
     "grading without it was allowed: submissions run WITHOUT a sandbox, under resource limits only; "
     "graded by root, as a uid of their own (they read what any user can, and use the network), "
     "else as the grader (they read and write what it can)."
@@ -42,10 +43,10 @@ class SandboxUnavailable(RuntimeError):
 def refusal(reason: str) -> str:
     """The one message for a refusal: batch, nbgrader and Gradescope all say it so."""
     return (
-        f"not graded: the sandbox could not start ({reason}). Fix it (`python -m grader.sandbox check`), "
+        f"not graded: the sandbox could not start ({reason}). Fix it (`backprop-ninja check`), "
         f"or allow grading without it, where no student can reach the grader: {ALLOW_ENV}=1, "
-        "`python -m grader.batch --allow-unsandboxed`, c.LimitedExecute.allow_unsandboxed = True, or "
-        "`python -m grader.gradescope build --allow-unsandboxed`"
+        "`backprop-ninja grade --allow-unsandboxed`, c.LimitedExecute.allow_unsandboxed = True, or "
+        "`backprop-ninja gradescope build --allow-unsandboxed`"
     )
 
 
@@ -119,3 +120,17 @@ def probe(kit_args: list[str]) -> Status:
     if how:
         return Status(False, f"bubblewrap ({named}) creates namespaces, but the kit's sandbox {how}")
     return Status(True)
+
+
+def main(argv: list[str]) -> int:
+    """`backprop-ninja check`: the sandbox's status here, with the reason when it cannot start."""
+    from .bwrap import sandbox_status  # bwrap.py imports this module
+
+    ap = argparse.ArgumentParser(
+        prog="backprop-ninja check",
+        description="Whether the bubblewrap sandbox can run a submission here, and if not, why.",
+    )
+    ap.parse_args(argv)
+    status = sandbox_status()
+    print(f"bubblewrap sandbox: {'available' if status.works else 'NOT available: ' + status.reason}")
+    return 0

@@ -3,7 +3,7 @@
 The static scan (scan.py), similarity (course/similarity.py) and preflight (course/preflight.py)
 read text a student chose, and text can be crafted to be slow to analyse: `if 0:` blocks of 400
 lines made similarity's canonical order quadratic in the whole cell (issue 17: a 1 MiB cell held
-`python -m grader.suspicious` for 73 s, 3 MiB for 231 s and 2.3 GB). So the text's size is
+`backprop-ninja suspicious` for 73 s, 3 MiB for 231 s and 2.3 GB). So the text's size is
 checked before it is parsed, the work is counted where it is done (a syntax-tree node visited, a
 pair of statements ordered), and the deadline is checked at each count, inside the loops:
 nothing is interrupted from outside, so nothing can hang and no process is killed. Past a budget

@@ -95,7 +95,7 @@ def test_report_table(graded_course):
 # ---------------------------------------------------------------- the parallel batch
 @pytest.fixture(scope="module")
 def batch_course(tmp_path_factory, names_txt, graded_course):
-    """The same class graded by `python -m grader.batch --workers 2`, in a course of its own."""
+    """The same class graded by `backprop-ninja grade --workers 2`, in a course of its own."""
     import shutil
     import subprocess
     import sys
@@ -107,7 +107,7 @@ def batch_course(tmp_path_factory, names_txt, graded_course):
     shutil.copytree(graded_course / "submitted", course / "submitted")
     shutil.copy(graded_course / "gradebook.db", course / "gradebook.db")  # assignment and students known
     proc = subprocess.run(
-        [sys.executable, "-m", "grader.batch", str(course), "--workers", "2", "--quiet", "--force"],
+        [sys.executable, "-m", "grader", "grade", str(course), "--workers", "2", "--quiet", "--force"],
         capture_output=True,
         text=True,
         timeout=1200,

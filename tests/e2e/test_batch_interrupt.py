@@ -1,4 +1,4 @@
-"""Ctrl-C during `python -m grader.batch` stops every worker cleanly, and running the same
+"""Ctrl-C during `backprop-ninja grade` stops every worker cleanly, and running the same
 command again grades the rest, keeping what was finished."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, new_course):
     # the whole class could be done before the interrupt lands
     samples = [replace(s, student=f"{s.student}{k}") for k in (1, 2, 3) for s in DEMO]
     write_submissions(samples, course=course)
-    batch = [sys.executable, "-m", "grader.batch", str(course), "--workers", "2", "--quiet"]
+    batch = [sys.executable, "-m", "grader", "grade", str(course), "--workers", "2", "--quiet"]
     proc = subprocess.Popen(batch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     log = course / "reports" / "autograde.log"
     deadline = time.monotonic() + 600

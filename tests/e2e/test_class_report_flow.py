@@ -1,6 +1,6 @@
-"""End to end with real nbgrader: the demo class is autograded, then `python -m grader.report`
+"""End to end with real nbgrader: the demo class is autograded, then `backprop-ninja report`
 writes the class report and the CSV exports from the gradebook, and
-`nbgrader export --exporter=grader.exports.GradientsExportPlugin` writes the same gradients.csv."""
+`nbgrader export --exporter=grader.course.exports.GradientsExportPlugin` writes the same gradients.csv."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ GRADE_IDS = [g.grade_id for g in spec.GRADED]
 
 @pytest.fixture(scope="module")
 def reported_course(tmp_path_factory, graded_demo):
-    """The demo class graded, then `python -m grader.report` on it (conftest's graded_demo,
+    """The demo class graded, then `backprop-ninja report` on it (conftest's graded_demo,
     shared with other modules: a copy of our own, as a test writes into it) and what it printed."""
     return copy_course(graded_demo.course, tmp_path_factory.mktemp("class_report")), graded_demo.report_stdout
 
@@ -51,7 +51,7 @@ def test_gradients_csv_equals_the_gradebook(reported_course):
 
 def test_the_export_plugin_writes_the_same_rows(reported_course):
     course, _ = reported_course
-    nbgrader(course, "export", "--exporter=grader.exports.GradientsExportPlugin", "--to", "out.csv")
+    nbgrader(course, "export", "--exporter=grader.course.exports.GradientsExportPlugin", "--to", "out.csv")
     assert _rows(course / "out.csv") == _rows(course / "exports" / "gradients.csv")
 
 

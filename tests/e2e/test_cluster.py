@@ -1,5 +1,5 @@
 """Grading on a Dask cluster for real: a `dask scheduler` and two `dask worker` processes on
-127.0.0.1, started here; the demo class graded through them by `python -m grader.batch
+127.0.0.1, started here; the demo class graded through them by `backprop-ninja grade
 --scheduler`, with the grades of the local path, the replay records, and feedback that works."""
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def test_a_class_graded_on_the_cluster(tmp_path, new_course, scheduler):
     write_submissions(DEMO, course=course)
     t0 = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "grader.batch", str(course), "--scheduler", scheduler, "--quiet"],
+        [sys.executable, "-m", "grader", "grade", str(course), "--scheduler", scheduler, "--quiet"],
         capture_output=True,
         text=True,
         timeout=1200,

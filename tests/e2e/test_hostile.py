@@ -59,7 +59,7 @@ HONEST = [c.student for c in SELECTED if c.write.__name__ == "honest"]
 def _batch(course, *extra, watch=None):
     env = dict(os.environ, BACKPROP_NINJA_STATEMENT_SECONDS="3", BACKPROP_NINJA_MEMORY_MB="4096")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "grader.batch", str(course), *extra, *FAST],
+        [sys.executable, "-m", "grader", "grade", str(course), *extra, *FAST],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -37,7 +37,7 @@ def _grade_one(course: Path, python: Path) -> dict:
     made = run(str(python.parent / "nbgrader"), "generate_assignment", "backprop_ninja", "--force")
     assert made.returncode == 0, made.stderr[-2000:]
     write_submissions([Sample("alice", "reference")], course=course)
-    done = run(str(python), "-m", "grader.batch", str(course), "--quiet", "--workers", "1")
+    done = run(str(python.parent / "backprop-ninja"), "grade", str(course), "--quiet", "--workers", "1")
     assert done.returncode == 0, (
         done.stdout[-3000:] + (course / "reports" / "autograde.log").read_text()[-3000:]
     )

@@ -1,5 +1,5 @@
 """Two batches at once: two throw-away courses graded at the same time by two
-`python -m grader.batch` processes, on one machine, by one user.
+`backprop-ninja grade` processes, on one machine, by one user.
 
 1. One snoops on the other. In course A a student's cell, in its sandboxed kernel, looks for
    every IPC socket it can find or guess and listens to them for 30 s. Course B's students have
@@ -51,7 +51,8 @@ def _start(course, timeout=90):
         [
             sys.executable,
             "-m",
-            "grader.batch",
+            "grader",
+            "grade",
             str(course),
             f"--Execute.timeout={timeout}",
             "--ReplayGrades.run_timeout=20",

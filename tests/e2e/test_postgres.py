@@ -61,7 +61,7 @@ def test_a_class_graded_into_postgresql(tmp_path, names_txt, postgres_url):
     nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
     write_submissions(DEMO, course=course)
     done = subprocess.run(
-        [sys.executable, "-m", "grader.batch", str(course), "--workers", "2", "--quiet"],
+        [sys.executable, "-m", "grader", "grade", str(course), "--workers", "2", "--quiet"],
         capture_output=True,
         text=True,
         timeout=1200,
@@ -74,6 +74,6 @@ def test_a_class_graded_into_postgresql(tmp_path, names_txt, postgres_url):
         expected = {g.grade_id: 0.0 if g.grade_id in zeros else g.points for g in spec.GRADED}
         assert scores[student] == expected, student
     table = subprocess.run(
-        [sys.executable, "-m", "grader.report", str(course)], capture_output=True, text=True
+        [sys.executable, "-m", "grader", "report", str(course)], capture_output=True, text=True
     )
     assert "alice         26       2       2       8         38" in table.stdout, table.stdout + table.stderr

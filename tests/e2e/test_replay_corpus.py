@@ -65,7 +65,7 @@ def test_feedback_carries_the_replay_verdicts(corpus_course):
 
 def test_cheats_are_listed_for_tas(corpus_course):
     out = subprocess.run(
-        [sys.executable, "-m", "grader.suspicious", str(corpus_course)],
+        [sys.executable, "-m", "grader", "suspicious", str(corpus_course)],
         capture_output=True,
         text=True,
         check=True,

@@ -85,7 +85,7 @@ def test_no_foothold_reaches_a_classmate(tmp_path_factory, new_course, warm, wor
         write(course / "submitted" / student / spec.ASSIGNMENT, nbs)
     before = set(_sandbox_processes())
     env = dict(os.environ, BACKPROP_NINJA_STATEMENT_SECONDS="3", BACKPROP_NINJA_MEMORY_MB="4096")
-    cmd = [sys.executable, "-m", "grader.batch", str(course), f"--workers={workers}", "--quiet"]
+    cmd = [sys.executable, "-m", "grader", "grade", str(course), f"--workers={workers}", "--quiet"]
     cmd += ["--Execute.timeout=90", "--ReplayGrades.run_timeout=40"]
     cmd += [] if warm else ["--LimitedExecute.warm_kernels=False"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3000)

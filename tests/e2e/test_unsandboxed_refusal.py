@@ -1,5 +1,5 @@
 """Issue 17, point 4, outside Gradescope: where bubblewrap cannot start (a bwrap on PATH that
-exits 1), `python -m grader.batch` and plain `nbgrader autograde` refuse with the real reason
+exits 1), `backprop-ninja grade` and plain `nbgrader autograde` refuse with the real reason
 and grade nothing; `--allow-unsandboxed` grades, with the warning in the record."""
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ def _graded(course) -> dict:
 
 def test_the_batch_refuses_before_any_worker(setup):
     course, env, reason = setup
-    done = _run(course, env, sys.executable, "-m", "grader.batch", str(course), "--quiet", "--workers", "1")
+    done = _run(
+        course, env, sys.executable, "-m", "grader", "grade", str(course), "--quiet", "--workers", "1"
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith(f"not graded: the sandbox could not start ({reason}). Fix it")
     assert "--allow-unsandboxed" in done.stderr
@@ -66,7 +68,8 @@ def test_the_batch_grades_when_allowed(setup):
         env,
         sys.executable,
         "-m",
-        "grader.batch",
+        "grader",
+        "grade",
         str(course),
         "--allow-unsandboxed",
         "--quiet",

@@ -1,44 +1,112 @@
-"""The stable entry points keep working after the package was grouped by job: the names older
-nbgrader_config.py files import, the `python -m grader.*` commands, and the kernel spec."""
+"""The kit's entry points: the one command line (`backprop-ninja VERB`, grader/cli.py, the same as
+`python -m grader VERB`), the one public import (grader.incell), and the sandbox's kernel spec.
+The top-level modules that re-exported a subfolder's module are gone, and nothing names them."""
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from traitlets.config import Config
+import pytest
 
 import grader
-from grader import preprocessors
-from grader.course import intake
+from grader import cli
 from grader.sandbox import PACKAGE
 
 ROOT = Path(__file__).resolve().parents[2]
+TOP_LEVEL = {"__init__", "__main__", "cli", "incell", "settings"}
+# the modules once at grader/'s top level (each re-exported one in a subfolder), and an old class name
+GONE = ["batch", "collect", "data", "report", "samples", "suspicious"]
+GONE += ["execute", "intake", "neutralise", "preprocessor", "rebuild", "exports"]
+NAMES_GONE = re.compile(rb"\bgrader[./](?:%s)\b|\bSandboxed%s\b" % ("|".join(GONE).encode(), b"Execute"))
+# an option (or argument) each verb's own usage shows
+OWN_OPTION = {
+    "grade": "--workers",
+    "report": "--canvas-assignment-id",
+    "suspicious": "course",
+    "collect": "--keep-existing",
+    "gradescope": "{build,prepare,run}",
+    "data": "--source",
+    "samples": "course",
+    "check": "usage: backprop-ninja check [-h]",
+}
 
 
-def test_old_config_imports_are_the_new_classes():
-    from grader.intake import ACTIVE_FILE_PATTERNS, before_autograde
-    from grader.neutralise import NeutraliseOutputs
-    from grader.preprocessor import ReplayGrades
-    from grader.rebuild import RebuildFromSource
+def _run(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120)
 
-    assert (ReplayGrades, NeutraliseOutputs, RebuildFromSource) == (
-        preprocessors.ReplayGrades,
-        preprocessors.NeutraliseOutputs,
-        preprocessors.RebuildFromSource,
+
+def _console_script() -> str:
+    here = Path(sys.executable).parent / "backprop-ninja"  # the virtualenv's, when tests run from it
+    found = str(here) if here.is_file() else shutil.which("backprop-ninja")
+    assert found, "no backprop-ninja console script: pip install -e . (make venv) installs it"
+    return found
+
+
+def test_the_console_script_lists_every_verb_and_python_m_is_the_same(tmp_path):
+    script = _run(_console_script(), "--help", cwd=tmp_path)
+    assert script.returncode == 0 and script.stdout.startswith("usage: backprop-ninja")
+    verbs = script.stdout.split("verbs:\n")[1].split("\n\n")[0]
+    listed = re.findall(r"^  (\S+) +\S", verbs, re.M)
+    assert listed == list(cli.VERBS) == list(OWN_OPTION)
+    python_m = _run(sys.executable, "-m", "grader", "--help", cwd=tmp_path)
+    assert (python_m.returncode, python_m.stdout) == (0, script.stdout)
+    unknown = _run(sys.executable, "-m", "grader", "nonsense", cwd=tmp_path)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("usage: backprop-ninja")
+
+
+def test_importing_the_cli_imports_no_verb(tmp_path):
+    code = "import sys, grader.cli; print(sorted(m for m in sys.modules if m.startswith('grader')))"
+    assert _run(sys.executable, "-c", code, cwd=tmp_path).stdout.strip() == "['grader', 'grader.cli']"
+
+
+@pytest.mark.parametrize("verb", list(cli.VERBS))
+def test_each_verb_prints_its_own_usage(verb, capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main([verb, "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0
+    assert out.startswith(f"usage: backprop-ninja {verb} ") and OWN_OPTION[verb] in out
+
+
+@pytest.mark.parametrize("argv", [[], ["nonsense"], ["--workers", "2"]])
+def test_no_verb_or_an_unknown_one_exits_2_with_the_usage(argv, capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    assert done.value.code == 2 and capsys.readouterr().err.startswith("usage: backprop-ninja [-h] VERB")
+
+
+def test_a_verb_runs_its_module(tmp_path, capsys):
+    assert cli.main(["suspicious", str(tmp_path)]) == 0
+    assert "no suspicious submissions" in capsys.readouterr().out
+    assert (tmp_path / "reports" / "suspicious.json").read_text() == "[]"
+    assert cli.main(["check"]) == 0 and capsys.readouterr().out.startswith("bubblewrap sandbox: ")
+
+
+def test_the_top_level_holds_only_the_cli_incell_and_settings():
+    assert {p.stem for p in Path(grader.__file__).parent.glob("*.py")} == TOP_LEVEL
+
+
+def test_no_file_names_a_deleted_module():
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
     )
-    assert before_autograde is intake.before_autograde and ACTIVE_FILE_PATTERNS is intake.ACTIVE_FILE_PATTERNS
-
-
-def test_old_execute_name_takes_its_old_settings():
-    from grader.execute import SandboxedExecute
-
-    config = Config()
-    config.SandboxedExecute.submission_timeout = 77
-    step = SandboxedExecute(config=config)
-    assert isinstance(step, preprocessors.LimitedExecute) and step.submission_timeout == 77
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    files = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+    naming = {
+        f"{path.relative_to(ROOT)}: {m.group().decode()}"
+        for path in files
+        if path.is_file()
+        for m in NAMES_GONE.finditer(path.read_bytes())
+    }
+    assert naming == set()
 
 
 def test_hidden_tests_import():
@@ -46,20 +114,6 @@ def test_hidden_tests_import():
     from grader.sandboxed.in_kernel import grade as real
 
     assert grade is real
-
-
-def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
-
-
-def test_python_m_commands(tmp_path):
-    assert _run("grader.batch", "--help", cwd=tmp_path).stdout.startswith("usage:")
-    done = _run("grader.suspicious", str(tmp_path), cwd=tmp_path)
-    assert done.returncode == 0 and "no suspicious submissions" in done.stdout
-    assert (tmp_path / "reports" / "suspicious.json").read_text() == "[]"
-    check = _run("grader.sandbox", "check", cwd=tmp_path)
-    assert check.returncode == 0 and "bubblewrap" in check.stdout
-    assert _run("grader.sandbox", "nonsense", cwd=tmp_path).returncode == 2
 
 
 def test_kernel_spec_runs_the_sandbox_package():

@@ -1,4 +1,4 @@
-"""`python -m grader.collect`: Canvas and Moodle zips, built here, into submitted/; the latest
+"""`backprop-ninja collect`: Canvas and Moodle zips, built here, into submitted/; the latest
 notebook of each student kept; a hostile zip's entries refused without anything written outside
 the course."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import collect as shim
+from grader import cli
 from grader.course.collect import Placed, collect_zip, main
 
 NB = Path("backprop_ninja") / "backprop_ninja.ipynb"
@@ -242,7 +242,7 @@ def test_a_link_in_submitted_is_not_followed(course, tmp_path):
 
 def test_command_line(course, tmp_path, capsys):
     z = make_zip(tmp_path / "c.zip", [("smithbob_LATE_1001_5001_backprop_ninja.ipynb", nb("x"))])
-    assert shim.main([str(course), str(z)]) == 0 and shim.main is main
+    assert cli.main(["collect", str(course), str(z)]) == 0
     out = capsys.readouterr().out
     assert "placed   1001 <- smithbob_LATE_1001_5001_backprop_ninja.ipynb (Canvas; late)" in out
     assert submitted(course, "1001") == nb("x")

@@ -11,8 +11,8 @@ from fake_class import HOSTILE, LOST, MANUAL, NO_SUBMISSION, expected, make_clas
 from nbgrader.api import Gradebook
 
 from grader.course import exports, report
+from grader.course.exports import CanvasExportPlugin, GradientsExportPlugin, MoodleExportPlugin
 from grader.exercise import spec
-from grader.exports import CanvasExportPlugin, GradientsExportPlugin, MoodleExportPlugin
 
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
 # nbgrader's own add_submission makes SQLAlchemy warn; not this code's concern

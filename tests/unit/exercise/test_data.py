@@ -1,4 +1,4 @@
-"""grader/exercise/data.py, and its stable entry point `python -m grader.data` (the CLI tests).
+"""grader/exercise/data.py, and its verb `backprop-ninja data` (the CLI tests, as `python -m grader data`).
 No internet: every URL points at 127.0.0.1."""
 
 from __future__ import annotations
@@ -330,7 +330,7 @@ def test_fallback_replaced_by_user_source(real_names, dead_url, tmp_path):
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "grader.data", *args],
+        [sys.executable, "-m", "grader", "data", *args],
         cwd=REPO,
         env=dict(os.environ),  # carries the fixture's NAMES_TXT removal and no_proxy
         capture_output=True,

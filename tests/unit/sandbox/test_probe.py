@@ -99,7 +99,7 @@ def test_check_prints_the_reason(tmp_path):
     folder, exe = _fake(tmp_path, "exit 1\n")
     env = dict(os.environ, PATH=f"{folder}{os.pathsep}{os.environ['PATH']}")
     done = subprocess.run(
-        [sys.executable, "-m", "grader.sandbox", "check"],
+        [sys.executable, "-m", "grader", "check"],
         env=env,
         capture_output=True,
         text=True,
