@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import footholds
 import nbformat
 
 from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
 
+import footholds
 import hostile_payloads as P
 
 EX1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]

@@ -25,7 +25,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import footholds
 import nbformat
 import pytest
 
@@ -33,6 +32,7 @@ from grader.course.report import read_scores
 from grader.exercise import spec
 from grader.sandbox import bwrap_works
 
+import footholds
 from conftest import make_course, nbgrader
 from hostile import ALL, CASES, SECRETS, VICTIM
 from hostile_payloads import DAEMON_MARK

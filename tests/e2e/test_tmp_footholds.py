@@ -18,7 +18,6 @@ import re
 import subprocess
 import sys
 
-import footholds
 import nbformat
 import pytest
 
@@ -27,6 +26,7 @@ from grader.course.workers import split
 from grader.exercise import spec
 from grader.sandbox import bwrap_works, users
 
+import footholds
 from hostile import ALL, CASES, honest
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is needed (.ci/run installs it)")
