@@ -49,7 +49,7 @@ from nbgrader.preprocessors import (  # noqa: E402
     SaveAutoGrades,
 )
 
-from grader import sandbox  # noqa: E402
+from grader import confine  # noqa: E402
 from grader.preprocessors import LimitedExecute, NeutraliseOutputs, RebuildFromSource, ReplayGrades  # noqa: E402
 
 # Deleted, duplicated, moved or retyped cells: the notebook that runs is the instructor's
@@ -77,15 +77,15 @@ c.Autograde.autograde_preprocessors = [
     CheckCellMetadata,
 ]
 
-# Student code runs in a sandbox (grader/sandbox/): the kernel through this kernel spec,
+# Student code runs in a sandbox (grader/confine/): the kernel through this kernel spec,
 # the replay inside ReplayGrades. The sandbox has no network, not even localhost, so the
 # kernel talks to nbgrader over IPC sockets. This grading process's runtime folder is its own
 # (0700); LimitedExecute gives each kernel a socket folder inside it that only that
 # kernel's sandbox sees, so no submission can reach another kernel's channels.
 os.environ["JUPYTER_PATH"] = os.pathsep.join(
-    [os.path.join(os.path.dirname(sandbox.__file__), "jupyter"), os.environ.get("JUPYTER_PATH", "")]
+    [os.path.join(os.path.dirname(confine.__file__), "jupyter"), os.environ.get("JUPYTER_PATH", "")]
 )
-os.environ["JUPYTER_RUNTIME_DIR"] = sandbox.prepare_runtime_dir()
+os.environ["JUPYTER_RUNTIME_DIR"] = confine.prepare_runtime_dir()
 c.KernelManager.transport = "ipc"
 c.KernelManager.ip = os.path.join(os.environ["JUPYTER_RUNTIME_DIR"], "kernel")  # replaced per kernel
 c.Execute.kernel_name = "backprop-ninja-sandbox"

@@ -74,13 +74,13 @@ class Sampler(threading.Thread):
 def _kind(argv: list[str]) -> str:
     if any(a.endswith("/nbgrader") for a in argv[:2]):
         return "nbgrader + judge (in-process)"
-    if "grader.sandboxed.server" in argv:
+    if "grader.untrusted.server" in argv:
         return "replay"
-    if Path(argv[0]).name == "bwrap" or "grader.sandbox" in argv:
+    if Path(argv[0]).name == "bwrap" or "grader.confine" in argv:
         return "sandbox set-up (bwrap, launcher)"
     if "ipykernel_launcher" in argv:
         return "kernel"
-    if "grader.sandboxed.zygote" in argv:
+    if "grader.untrusted.zygote" in argv:
         return "kernel (warm server and its forks)"
     if argv[1:4] == ["-m", "grader", "grade"]:
         return "batch coordinator"

@@ -1,10 +1,10 @@
 """Backprop Ninja: an nbgrader kit that grades hand-written backprop on fresh inputs.
 
-Folders by job; the trust boundary is the folder `sandboxed/`:
+Folders by job; the trust boundary is the folder `untrusted/`:
 
 - exercise/       the exercise, defined once: gradients, grade ids, points, the lecture's net
-- sandboxed/      runs WITH the student's code, inside the sandbox (imports only exercise/)
-- sandbox/        builds the sandbox from outside: bubblewrap, limits, users, kernel launcher
+- untrusted/      runs WITH the student's code, inside the sandbox (imports only exercise/)
+- confine/        builds the sandbox from outside: bubblewrap, limits, users, kernel launcher
 - reference/      the answers: step rules, fresh inputs and reference gradients (never inside)
 - replay/         the trusted side of the replay: plan, run, validate what comes back
 - verdicts/       where a grade is decided (judge.py) and explained (hints, mistakes, scan)

@@ -8,7 +8,7 @@
   sets them and every process the grader starts inherits them.
 - Bounds of the analyses of a student's text (scan, similarity, preflight) are plain
   constants: no course has a reason to choose them.
-- The untrusted side (grader/sandboxed/) reads none of these: the judge hands it the values
+- The untrusted side (grader/untrusted/) reads none of these: the judge hands it the values
   it needs in the replay plan.
 """
 
@@ -37,7 +37,7 @@ ENVIRONMENT: dict[str, tuple[int | float | str, str]] = {
     "BACKPROP_NINJA_ALLOW_UNSANDBOXED": (
         0,
         "1: grade even where the sandbox cannot start (staff's explicit choice: submissions then run "
-        "without bubblewrap; grader/sandbox/probe.py)",
+        "without bubblewrap; grader/confine/probe.py)",
     ),
     "NAMES_TXT": ("", "a names.txt to use instead of downloading it (grader/exercise/data.py)"),
 }

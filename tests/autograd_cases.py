@@ -1,4 +1,4 @@
-"""Autograd in answers, by every route the kit knows (grader/sandboxed/autograd_guard.py), torch's
+"""Autograd in answers, by every route the kit knows (grader/untrusted/autograd_guard.py), torch's
 own derivative code (derivative_block.py), finite differences (grader/verdicts/numeric.py) and
 signal handlers, with the exact scores each earns: no credit for a gradient autograd made. And
 the honest counterpart: autograd used only to check one's work, in a cell of one's own, costs

@@ -89,7 +89,7 @@ for _name, _value in _handed.items():
 """
 
 # Asks the kit's own backward rules for the answers, by every route an answer cell has; the
-# sandbox binds only the untrusted side (grader/sandboxed/, grader/exercise/), so none succeeds.
+# sandbox binds only the untrusted side (grader/untrusted/, grader/exercise/), so none succeeds.
 ANSWER_KEY_MODULES = (
     "grader.reference.steps",
     "gra" + "der.refer" + "ence.st" + "eps",

@@ -207,15 +207,15 @@ def appended(gid: str, code: str):
 
 
 def shadow_kit(folder, nbs):
-    """grader/__init__.py + grader/sandbox/__main__.py (the kit's own layout): what
-    `python -m grader.sandbox` started in this folder would run (as root) before its sandbox
+    """grader/__init__.py + grader/confine/__main__.py (the kit's own layout): what
+    `python -m grader.confine` started in this folder would run (as root) before its sandbox
     exists."""
     honest(folder, nbs)
     course = _course(folder)
-    (folder / "grader" / "sandbox").mkdir(parents=True)
+    (folder / "grader" / "confine").mkdir(parents=True)
     (folder / "grader" / "__init__.py").write_text("")
-    (folder / "grader" / "sandbox" / "__init__.py").write_text("")
-    (folder / "grader" / "sandbox" / "__main__.py").write_text(
+    (folder / "grader" / "confine" / "__init__.py").write_text("")
+    (folder / "grader" / "confine" / "__main__.py").write_text(
         P.shadow_kit(str(course), "h27-grader", str(_victim_nb(course)))
     )
 
@@ -392,16 +392,16 @@ CASES = [
         ["REFUSED"],
         suspicious=True,
     ),
-    # the kit's modules a cell can import: grader/exercise and grader/sandboxed (nothing else of
+    # the kit's modules a cell can import: grader/exercise and grader/untrusted (nothing else of
     # the kit is in the sandbox); both are read-only there
     Case(
         "h24_tamper_kit",
         "rewrites the kit's modules, answers zeros",
         with_cell(
             "autograd",
-            "import grader.exercise.compare, grader.exercise.verdict, grader.sandboxed.runner\n"
+            "import grader.exercise.compare, grader.exercise.verdict, grader.untrusted.runner\n"
             "grader.exercise.compare.compare = None\n"
-            "for m in (grader.exercise.verdict, grader.sandboxed.runner):\n"
+            "for m in (grader.exercise.verdict, grader.untrusted.runner):\n"
             "    try:\n        open(m.__file__, 'a').write('x')\n        print('WROTE', m.__name__)\n"
             "    except OSError as e:\n        print('REFUSED', e)",
             answers={"ex1_solution": ZERO_EX1},
@@ -431,7 +431,7 @@ CASES = [
         ),
     ),
     # issue 7. Honest classmates graded after the attackers: h31a-c, h32a, n01, n02 (ids sort).
-    Case("h27_shadow_kit", "grader/sandbox/__main__.py beside the notebook", shadow_kit),
+    Case("h27_shadow_kit", "grader/confine/__main__.py beside the notebook", shadow_kit),
     Case(
         "h28_shadow_stdlib",
         "tempfile.py, sitecustomize.py, usercustomize.py beside the notebook",

@@ -32,11 +32,11 @@ def pwn(course: str, tag: str, victim: str) -> str:
 
 
 def shadow_kit(course: str, tag: str, victim: str) -> str:
-    """grader/sandbox/__main__.py: the kernel launcher is `python -I -m grader.sandbox` started in
+    """grader/confine/__main__.py: the kernel launcher is `python -I -m grader.confine` started in
     the student's folder; after the damage it hands over to the real one, so nothing looks wrong."""
     return pwn(course, tag, victim) + dedent("""\
         import sys
-        _os.execv(sys.executable, [sys.executable, '-I', '-m', 'grader.sandbox', *sys.argv[1:]])
+        _os.execv(sys.executable, [sys.executable, '-I', '-m', 'grader.confine', *sys.argv[1:]])
         """)
 
 
@@ -141,13 +141,13 @@ def daemons(tag: str) -> str:
 
 
 # ------------------------------------------------------------ 5. crafted result tensors
-# The replay runs as `python -I -m grader.sandboxed.server`: its module is __main__, the kit's
-# other modules in a run are grader.sandboxed.* (runner, record, ...; nothing else of the kit but
+# The replay runs as `python -I -m grader.untrusted.server`: its module is __main__, the kit's
+# other modules in a run are grader.untrusted.* (runner, record, ...; nothing else of the kit but
 # grader.exercise is visible in the sandbox). Every function of theirs that is handed the run's
 # result tensors (a dict of tensors; not the inputs of manual_backward, which have `Xb`) gets
 # them replaced by `craft` first; `after` may rewrite what it returned or wrote (encode_frame's
 # frame). A function is replaced under every name these modules bind it to: the server calls
-# grader.sandboxed.record's encode_frame by the name it imported.
+# grader.untrusted.record's encode_frame by the name it imported.
 _PATCH_REPLAY = dedent("""\
     import sys, torch
     if 'ipykernel' not in sys.modules:
@@ -167,7 +167,7 @@ _PATCH_REPLAY = dedent("""\
             return wrapper
 
         _mods = [m for n, m in list(sys.modules.items())
-                 if n == '__main__' or n.startswith('grader.sandboxed')]
+                 if n == '__main__' or n.startswith('grader.untrusted')]
         _names, _wrapped = {m.__name__ for m in _mods}, {}
         for _mod in _mods:
             for _name, _f in list(vars(_mod).items()):

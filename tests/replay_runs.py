@@ -13,9 +13,9 @@ import torch
 from grader.exercise import spec
 from grader.replay.plan import AS_SUBMITTED, run_order
 from grader.replay.results import RunResult, expected_shapes, parse_frame
-from grader.sandboxed.record import encode_frame
-from grader.sandboxed.runner import Runner
 from grader.settings import JudgeSettings
+from grader.untrusted.record import encode_frame
+from grader.untrusted.runner import Runner
 
 from conftest import JUDGE_SEED, manual_backward
 

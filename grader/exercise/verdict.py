@@ -1,5 +1,5 @@
 """A graded cell's verdict: its score and the lines the student reads. The student's kernel
-(grader/sandboxed/in_kernel.py) and the judge (grader/verdicts/) both speak it."""
+(grader/untrusted/in_kernel.py) and the judge (grader/verdicts/) both speak it."""
 
 from __future__ import annotations
 

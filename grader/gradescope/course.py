@@ -15,12 +15,12 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..confine.probe import refused_reason
 from ..course import intake
 from ..course.preflight import check_submission
 from ..course.report import read_scores
 from ..exercise import spec
 from ..preprocessors.unsandboxed import ALLOW_FLAG
-from ..sandbox.probe import refused_reason
 from ..settings import report_dir
 
 AUTOGRADE_SECONDS = 3600  # Gradescope's own timeout (up to 40 min, set per assignment) comes first
@@ -70,7 +70,7 @@ def prepare(course: Path) -> None:
 
 
 class SandboxRefused(RuntimeError):
-    """nbgrader refused the submission: the sandbox did not start there (grader/sandbox/probe.py)."""
+    """nbgrader refused the submission: the sandbox did not start there (grader/confine/probe.py)."""
 
     def __init__(self, reason: str):
         self.reason = reason

@@ -6,7 +6,7 @@ the solutions (the instructor's notebook, the kit's answers) and grading writes 
 a student's code that reads the first or writes the second grades itself (issue 17: 38/38
 from nothing). So without the sandbox the submission is not graded (results.refused), unless
 the zip was built with --allow-unsandboxed; then grading needs root, so the kernel and the
-replay run as uids of their own (grader/preprocessors/unsandboxed.py, grader/sandbox/bwrap.py),
+replay run as uids of their own (grader/preprocessors/unsandboxed.py, grader/confine/bwrap.py),
 and everything of the grader's they could otherwise read is closed to other users first.
 """
 
@@ -17,7 +17,7 @@ import stat
 import sys
 from pathlib import Path
 
-from ..sandbox.bwrap import VISIBLE_INSIDE, package_inside, sandbox_status
+from ..confine.bwrap import VISIBLE_INSIDE, package_inside, sandbox_status
 
 NEEDS_ROOT = (
     "and grading without it needs the autograder to run as root (Gradescope's does), so that the "

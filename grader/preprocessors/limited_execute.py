@@ -2,7 +2,7 @@
 is retried; one that dies (exit, segfault, memory limit), a submission that runs too long
 or floods output costs that submission's remaining cells, with a clear message in them, and
 never the batch or the grader's memory. Each kernel gets a socket folder of its own. The
-sandbox itself comes from the kernel spec (grader/sandbox/); the grades come from the
+sandbox itself comes from the kernel spec (grader/confine/); the grades come from the
 replay (ReplayGrades) whatever happened here. Where the kernel would run without bubblewrap
 (it cannot start here, or the kernel is not the kit's), no cell runs: the submission is not
 graded, unless allow_unsandboxed (unsandboxed.py)."""
@@ -25,10 +25,10 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Integer, default
 
+from ..confine import default_sandbox, make_kernel_dir
+from ..confine.probe import unsandboxed_allowed
+from ..confine.warm import WarmProvisioner, warm_server
 from ..replay.plan import kernel_prefix
-from ..sandbox import default_sandbox, make_kernel_dir
-from ..sandbox.probe import unsandboxed_allowed
-from ..sandbox.warm import WarmProvisioner, warm_server
 from . import unsandboxed
 
 
@@ -59,7 +59,7 @@ class LimitedExecute(Execute):
 
     warm_kernels = Bool(
         True,
-        help="Fork each kernel from a server that has imported torch once (grader/sandbox/warm.py) "
+        help="Fork each kernel from a server that has imported torch once (grader/confine/warm.py) "
         "instead of starting a Python per submission. Same sandbox, limits and outputs; False: cold.",
     ).tag(config=True)
 

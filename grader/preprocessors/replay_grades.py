@@ -18,12 +18,12 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import determine_grade, is_grade
 from traitlets import Bool, Enum, Float, Integer, Unicode
 
+from ..confine import default_sandbox
+from ..confine.probe import warning
 from ..course.quote import for_log
 from ..exercise import spec
 from ..exercise.cells import nbgrader_meta
 from ..exercise.verdict import Verdict
-from ..sandbox import default_sandbox
-from ..sandbox.probe import warning
 from ..settings import AUTOGRAD_POLICIES, REPORT_DIR, JudgeSettings, seed_for, trait_settings
 from ..verdicts.judge import JudgeRecord, judge_submission
 from . import unsandboxed
@@ -55,7 +55,7 @@ class ReplayGrades(NbGraderPreprocessor):
     ).tag(config=True)
     sandboxed = Bool(
         True,
-        help="Run the replay in the sandbox (grader/sandbox/): bubblewrap and resource limits. "
+        help="Run the replay in the sandbox (grader/confine/): bubblewrap and resource limits. "
         "Where bubblewrap cannot start, the submission is not graded unless "
         "c.LimitedExecute.allow_unsandboxed (one switch for the kernel and the replay). "
         "False: a plain child process, deliberately (tests).",

@@ -4,10 +4,10 @@ or BACKPROP_NINJA_ALLOW_UNSANDBOXED=1). Not a preprocessor: the rule LimitedExec
 kernel) and ReplayGrades (the replay) both apply, and the kernel's provisioner when allowed.
 
 Allowed and run by root, the kit's kernel still does not run as root: it runs as a uid of its
-own (grader/sandbox/users.py) in a folder of that uid's, with a copy of the submission as its
+own (grader/confine/users.py) in a folder of that uid's, with a copy of the submission as its
 working folder, the sandbox's environment and limits, so it can neither write the grader's
 files nor read those closed to others; when it ends, every process of that uid is killed. The
-replay does the same (grader/sandbox/bwrap.py, Sandbox._unsandboxed).
+replay does the same (grader/confine/bwrap.py, Sandbox._unsandboxed).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets.config import Config
 
-from ..sandbox import make_kernel_dir, users
-from ..sandbox.bwrap import Limits, inside_environment, sandbox_status
-from ..sandbox.kernel import _copy_submission
-from ..sandbox.probe import ALLOW_ENV, SandboxUnavailable, refusal, warning
+from ..confine import make_kernel_dir, users
+from ..confine.bwrap import Limits, inside_environment, sandbox_status
+from ..confine.kernel import _copy_submission
+from ..confine.probe import ALLOW_ENV, SandboxUnavailable, refusal, warning
 from ..settings import course_config
 
 ALLOW_FLAG = "--LimitedExecute.allow_unsandboxed=True"  # what the batch and Gradescope pass to nbgrader
-LAUNCHER = ["-I", "-m", "grader.sandbox", "kernel"]  # the kit's kernel spec: argv[1:5]
+LAUNCHER = ["-I", "-m", "grader.confine", "kernel"]  # the kit's kernel spec: argv[1:5]
 _warned: set[str] = set()
 
 

@@ -96,7 +96,7 @@ def context_free_loss(labels: torch.Tensor) -> float:
 
 
 def reference_training(train: dict, settings: JudgeSettings) -> dict:
-    """Runner._train (grader/sandboxed/runner.py) with autograd's backward: the same start, the
+    """Runner._train (grader/untrusted/runner.py) with autograd's backward: the same start, the
     same batches (JudgeSettings.train_seed, network.draw_batch's batch size), steps and rate."""
     params = {k: train[k].clone() for k in spec.PARAMETERS}
     g = torch.Generator().manual_seed(settings.train_seed)

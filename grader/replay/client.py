@@ -1,4 +1,4 @@
-"""The judge's end of the replay server (grader/sandboxed/server.py): start it, in the
+"""The judge's end of the replay server (grader/untrusted/server.py): start it, in the
 sandbox, send it one request at a time, and take an answer only if it is the answer to
 that request.
 
@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..sandbox import Sandbox
-from ..sandboxed.record import MAX_FRAME_BYTES
+from ..confine import Sandbox
+from ..untrusted.record import MAX_FRAME_BYTES
 
 Launcher = Callable[[list[str]], subprocess.Popen]
 # -I: nothing from the current folder, PYTHONPATH or the user's site-packages is imported
-SERVER_COMMAND = [sys.executable, "-I", "-m", "grader.sandboxed.server"]
+SERVER_COMMAND = [sys.executable, "-I", "-m", "grader.untrusted.server"]
 MAX_HEADER_BYTES = 4096
 
 
@@ -89,7 +89,7 @@ def launch_sandboxed(cmd: list[str], sandbox: Sandbox) -> subprocess.Popen:
 
 
 class ReplayServer:
-    """A warm `python -m grader.sandboxed.server`: torch imported and the shared setup cells
+    """A warm `python -m grader.untrusted.server`: torch imported and the shared setup cells
     run once, then one isolated fork per run. Restarted when anything about it is off."""
 
     def __init__(self, prefix: list[dict], launcher: Launcher = launch_plain):
@@ -121,7 +121,7 @@ class ReplayServer:
         statement_seconds: float | None = None,
     ) -> tuple[str, bytes | None, float | None]:
         """(status, the run's result frame or None, the run's CPU seconds as the kernel counted
-        them). `autograd`: "block", "watch" or "open" (grader/sandboxed/autograd_guard.py);
+        them). `autograd`: "block", "watch" or "open" (grader/untrusted/autograd_guard.py);
         `statement_seconds`: this run's, if not the plan's."""
         if self.proc is not None and (self.proc.poll() is not None or self._stray_bytes()):
             self.close()  # died, or said something nobody asked for

@@ -1,6 +1,6 @@
 """The replay plan: which of the notebook's cells a replay runs, re-seeded for the student,
 and in which order the runs go. Trusted side; the plan travels to the runs as data
-(grader/sandboxed/record.py's ReplayPlan)."""
+(grader/untrusted/record.py's ReplayPlan)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import ast
 from ..exercise import network, spec
 from ..exercise.cells import nbgrader_meta, strip_magics
 from ..reference import steps
-from ..sandboxed.record import PlanCell
 from ..settings import JudgeSettings
+from ..untrusted.record import PlanCell
 
 EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
 AS_SUBMITTED = "main"  # the student's notebook as it is, on the fresh inputs
@@ -105,7 +105,7 @@ def with_correct_inputs(run: str, grads: dict) -> dict:
 
 def kernel_prefix(cells) -> list[str]:
     """The same cells as the notebook has them (magics and all): what a warm kernel server may
-    run once for every kernel (grader/sandboxed/kernel_prefix.py)."""
+    run once for every kernel (grader/untrusted/kernel_prefix.py)."""
     shared = {c["grade_id"] for c in warm_prefix(replay_cells(cells, JudgeSettings(seed=0)))}
     prefix = []
     for cell in cells:

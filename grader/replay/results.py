@@ -1,7 +1,7 @@
 """A replay run's result, checked before the judge computes anything with it.
 
 The replay is untrusted: a run that replaces its writer can send any bytes. A result is
-one frame (grader/sandboxed/record.py's encode_frame): a RunRecord as JSON, then the tensors. Here the
+one frame (grader/untrusted/record.py's encode_frame): a RunRecord as JSON, then the tensors. Here the
 frame's size, the meta record's schema and the tensor archive's layout are checked first;
 only then does torch unpickle it (plain tensors only), and each tensor must be a plain,
 compact float32 tensor of a shape the judge expects for its key. A malformed frame costs its
@@ -17,7 +17,7 @@ import torch
 
 from ..exercise import spec
 from ..exercise.compare import MISSING, Foreign
-from ..sandboxed.record import MAX_FRAME_BYTES, META_HEADER, RunRecord
+from ..untrusted.record import MAX_FRAME_BYTES, META_HEADER, RunRecord
 from .tensors import MAX_NAME, BadFrame, Expect, load_tensors
 
 EX1_CELL = spec.ANSWER_CELLS[1]
@@ -175,7 +175,7 @@ def _pair(v, where: str) -> list[str]:
 
 
 # A check for each RunRecord field but `values` (checked against the expected keys): the
-# judge reads nothing else (grader/sandboxed/runner.py writes them); any other key is dropped.
+# judge reads nothing else (grader/untrusted/runner.py writes them); any other key is dropped.
 SCHEMA = {
     "names": lambda v, w: _list(v, w, MAX_NAMES, _name),
     "aliases": lambda v, w: _list(v, w, MAX_ALIASES, _pair),

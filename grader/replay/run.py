@@ -1,6 +1,6 @@
 """Running one submission's replay: write its plan and inputs to the exchange folder, send the
 runs to the warm server one at a time, and validate each result before the next run starts.
-Trusted side; the runs themselves happen in grader/sandboxed/."""
+Trusted side; the runs themselves happen in grader/untrusted/."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import torch
 
 from ..exercise.verdict import compare_gradient
 from ..reference.inputs import FreshInputs
-from ..sandboxed.autograd_guard import BLOCK, OPEN, WATCH
-from ..sandboxed.record import ReplayPlan
 from ..settings import JudgeSettings
+from ..untrusted.autograd_guard import BLOCK, OPEN, WATCH
+from ..untrusted.record import ReplayPlan
 from . import results
 from .client import Launcher, exchange_root, launch_plain, server_for
 from .plan import AS_SUBMITTED, EX1, run_order, warm_prefix, with_correct_inputs

@@ -7,7 +7,7 @@ gets the verdict that says why, and a flag. Under "flag" the grades come from th
 runs, as if autograd were allowed, and the same gradients are listed for review. A cell that
 calls `loss.backward()` to check an answer changes no gradient: no verdict changes, no flag.
 "Autograd" here is any derivative torch computes: the engine, torch.func, forward mode, and
-torch's own derivative kernels and helpers (grader/sandboxed/derivative_block.py). A blocked run
+torch's own derivative kernels and helpers (grader/untrusted/derivative_block.py). A blocked run
 that reached under the block (ctypes, gc, a signal handler, grad mode switched on by another
 route) gets nothing for it, and the TAs see where it happened.
 """
@@ -19,7 +19,7 @@ from ..exercise.verdict import Verdict, compare_gradient
 from ..reference.inputs import FreshInputs
 from ..replay.results import RunResult
 from ..replay.run import ReplayOutput
-from ..sandboxed.autograd_guard import BLOCK
+from ..untrusted.autograd_guard import BLOCK
 from .flags import Flag
 from .training import training_verdict
 
@@ -27,7 +27,7 @@ NO_CREDIT = "computed with autograd: no credit (a gradient must be your own form
 
 
 def value_key(g: spec.Gradient) -> str:
-    """Where the notebook's run keeps the gradient (grader/sandboxed/runner.py's snapshots)."""
+    """Where the notebook's run keeps the gradient (grader/untrusted/runner.py's snapshots)."""
     return f"ex4/{g.name}" if g.exercise == 4 else f"{spec.ANSWER_CELLS[g.exercise]}/{g.name}"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from ..confine import Sandbox
 from ..exercise import spec
 from ..exercise.compare import MISSING
 from ..exercise.verdict import Verdict
@@ -25,7 +26,6 @@ from ..replay.client import launch_plain, launch_sandboxed
 from ..replay.plan import AS_SUBMITTED, EX1, replay_cells
 from ..replay.results import EX1_CELL, RunResult, Unusable
 from ..replay.run import ReplayOutput, run_replay
-from ..sandbox import Sandbox
 from ..settings import JudgeSettings
 from . import hints
 from .autograd import apply_policy

@@ -8,7 +8,7 @@ names it reads) are bounded by `numeric_factor` times the larger of what a forwa
 costs here (grader/reference/steps.py, timed in this process), and never under
 `numeric_floor_seconds`. An honest answer, the lecture's loops included, takes a few forward
 passes' time; central differences over one gradient take 54 or more.
-The runs count their cells' CPU seconds (grader/sandboxed/runner.py); the kernel counts each
+The runs count their cells' CPU seconds (grader/untrusted/runner.py); the kernel counts each
 run's (the server's wait4), user time both: a run whose own count falls short of the kernel's
 by more than NUMERIC_UNACCOUNTED_SECONDS is listed for the TAs (sending a large result costs
 a run CPU too, so it is a sign, not a verdict).

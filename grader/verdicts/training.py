@@ -1,5 +1,5 @@
 """Exercise 4's training point, as the judge decides it: the replay trained the net with the
-student's manual_backward (grader/sandboxed/runner.py); here its validation loss is compared
+student's manual_backward (grader/untrusted/runner.py); here its validation loss is compared
 with what the kit's own backward reaches from the same start (grader/reference/inputs.py).
 
 Measured, 16 seeds x 100 steps (kit 2.64-2.73): Bessel, 1-h, dC with =, 0.75x gradients end

@@ -16,11 +16,11 @@ import zipfile
 
 import pytest
 
+from grader.confine.probe import unsandboxed_allowed
 from grader.course.report import read_scores
 from grader.course.submissions import write_submissions
 from grader.exercise import spec
 from grader.gradescope import build, scripts
-from grader.sandbox.probe import unsandboxed_allowed
 
 from conftest import VENV_BIN, nbgrader
 from corpus import CORPUS

@@ -28,10 +28,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.confine import bwrap_works
 from grader.course.submissions import fill
 from grader.exercise import spec
 from grader.gradescope import build, results, scripts
-from grader.sandbox import bwrap_works
 
 from conftest import VENV_BIN
 

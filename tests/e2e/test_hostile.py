@@ -28,9 +28,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.confine import bwrap_works
 from grader.course.report import read_scores
 from grader.exercise import spec
-from grader.sandbox import bwrap_works
 
 import footholds
 from conftest import make_course, nbgrader
@@ -42,7 +42,7 @@ FAST = ["--Execute.timeout=20", "--ReplayGrades.run_timeout=20"]
 NB = f"{spec.NOTEBOOK}.ipynb"
 GIB = 2**30
 # Every sandboxed process runs as a user other than root: `nobody` (65534), or a uid of its
-# own from the kit's pool (grader/sandbox/users.py); the grader itself is root.
+# own from the kit's pool (grader/confine/users.py); the grader itself is root.
 DISK_LIMIT = 1.2 * GIB  # the batch may take this much disk, at most
 GRADER_RSS_LIMIT = 2 * GIB  # the largest grading process (nbgrader and the judge in it)
 BRAKE = 2.5 * GIB  # the machine is shared: past this the sandboxed processes are

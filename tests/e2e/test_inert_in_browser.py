@@ -25,9 +25,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from grader.confine import bwrap_works
 from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
-from grader.sandbox import bwrap_works
 
 from conftest import VENV_BIN, nbgrader
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from grader.confine import bwrap_works
 from grader.course.submissions import Sample, write_submissions
-from grader.sandbox import bwrap_works
 
 from conftest import ROOT, make_course
 
@@ -27,7 +27,7 @@ def found(name):
         return importlib.util.find_spec(name) is not None
     except ImportError:  # its parent package is not there at all
         return False
-print(found("grader.sandboxed.server"), found("grader.reference.steps"))
+print(found("grader.untrusted.server"), found("grader.reference.steps"))
 """
 
 
@@ -47,7 +47,7 @@ def _grade_one(course: Path, python: Path) -> dict:
 def _sees(python: Path) -> str:
     """What a Python in the sandbox finds of the kit, asked from a grading process of `python`."""
     code = (
-        "import subprocess, sys; from grader.sandbox import Sandbox; "
+        "import subprocess, sys; from grader.confine import Sandbox; "
         f"cmd = Sandbox().command([sys.executable, '-I', '-c', {PROBE!r}], writable={{}}, cwd='/tmp'); "
         "print(subprocess.run(cmd, capture_output=True, text=True).stdout)"
     )

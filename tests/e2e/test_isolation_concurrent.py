@@ -20,9 +20,9 @@ import time
 import nbformat
 import pytest
 
+from grader.confine import bwrap_works
 from grader.course.report import read_scores
 from grader.exercise import spec
-from grader.sandbox import bwrap_works
 
 from conftest import nbgrader
 from hostile import ALL, appended, with_cell

@@ -1,5 +1,5 @@
 """The replay's process boundary, for real: each run in namespaces of its own behind a
-non-dumpable server (grader/sandboxed/server.py), answers bound to requests. Real forks, real
+non-dumpable server (grader/untrusted/server.py), answers bound to requests. Real forks, real
 torch, the real judge; the sandboxed variant needs bubblewrap. (The client's side of the
 protocol, against fake servers: tests/unit/replay/test_client.py.)"""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from grader.confine import bwrap_works, default_sandbox
 from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
-from grader.sandbox import bwrap_works, default_sandbox
 from grader.settings import JudgeSettings, seed_for
 from grader.verdicts.judge import judge_submission
 

@@ -21,10 +21,10 @@ import sys
 import nbformat
 import pytest
 
+from grader.confine import bwrap_works, users
 from grader.course.report import read_scores
 from grader.course.workers import split
 from grader.exercise import spec
-from grader.sandbox import bwrap_works, users
 
 import footholds
 from hostile import ALL, CASES, honest

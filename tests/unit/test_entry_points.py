@@ -15,7 +15,7 @@ import pytest
 
 import grader
 from grader import cli
-from grader.sandbox import PACKAGE
+from grader.confine import PACKAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP_LEVEL = {"__init__", "__main__", "cli", "incell", "settings"}
@@ -111,20 +111,20 @@ def test_no_file_names_a_deleted_module():
 
 def test_hidden_tests_import():
     from grader.incell import grade
-    from grader.sandboxed.in_kernel import grade as real
+    from grader.untrusted.in_kernel import grade as real
 
     assert grade is real
 
 
 def test_kernel_spec_runs_the_sandbox_package():
     spec = json.loads(
-        (PACKAGE / "sandbox" / "jupyter" / "kernels" / "backprop-ninja-sandbox" / "kernel.json").read_text()
+        (PACKAGE / "confine" / "jupyter" / "kernels" / "backprop-ninja-sandbox" / "kernel.json").read_text()
     )
-    assert spec["argv"][:5] == ["python", "-I", "-m", "grader.sandbox", "kernel"]
-    assert (Path(grader.__file__).parent / "sandbox" / "__main__.py").is_file()
+    assert spec["argv"][:5] == ["python", "-I", "-m", "grader.confine", "kernel"]
+    assert (Path(grader.__file__).parent / "confine" / "__main__.py").is_file()
 
 
 def test_config_points_nbgrader_at_the_kernel_spec():
     text = (ROOT / "nbgrader_config.py").read_text()
-    assert 'os.path.join(os.path.dirname(sandbox.__file__), "jupyter")' in text
-    assert (Path(grader.sandbox.__file__).parent / "jupyter").is_dir()
+    assert 'os.path.join(os.path.dirname(confine.__file__), "jupyter")' in text
+    assert (Path(grader.confine.__file__).parent / "jupyter").is_dir()

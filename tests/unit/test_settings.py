@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from grader import settings
+from grader.confine.bwrap import Limits
 from grader.exercise import data
-from grader.sandbox.bwrap import Limits
 
 GRADER = Path(settings.__file__).resolve().parent
 NAMES = sorted(settings.ENVIRONMENT)
@@ -79,11 +79,11 @@ def test_names_txt_variable_is_in_environment():
     assert data.ENV_VAR in settings.ENVIRONMENT
 
 
-def test_the_sandboxed_side_reads_no_setting():
-    """The module docstring: grader/sandboxed/ gets its values in the replay plan."""
+def test_the_untrusted_side_reads_no_setting():
+    """The module docstring: grader/untrusted/ gets its values in the replay plan."""
     hits = {
         p.name
-        for p in (GRADER / "sandboxed").rglob("*.py")
+        for p in (GRADER / "untrusted").rglob("*.py")
         if ENV_NAME.search(p.read_text())
         or "grader.settings" in p.read_text()
         or re.search(r"from \.\.settings|from \.\. import settings", p.read_text())

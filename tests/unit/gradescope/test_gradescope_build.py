@@ -59,7 +59,7 @@ def test_kit_course_and_data_are_in(built, course):
         "kit/pyproject.toml",
         "kit/grader/gradescope/run.py",
         "kit/grader/verdicts/judge.py",
-        "kit/grader/sandbox/jupyter/kernels/backprop-ninja-sandbox/kernel.json",
+        "kit/grader/confine/jupyter/kernels/backprop-ninja-sandbox/kernel.json",
         "course/nbgrader_config.py",
         f"course/source/{spec.ASSIGNMENT}/{spec.NOTEBOOK}.ipynb",
     ):

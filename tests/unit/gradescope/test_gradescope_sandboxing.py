@@ -11,9 +11,9 @@ import zipfile
 
 import pytest
 
+from grader.confine import VISIBLE_INSIDE
+from grader.confine.probe import Status
 from grader.gradescope import build, results, run, sandboxing
-from grader.sandbox import VISIBLE_INSIDE
-from grader.sandbox.probe import Status
 
 REASON = "/x/bwrap does not work: `bwrap --version` exited 1 (no output)"
 

@@ -11,9 +11,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
+from grader.confine.probe import ALLOW_ENV
 from grader.preprocessors import limited_execute
 from grader.preprocessors.limited_execute import LimitedExecute
-from grader.sandbox.probe import ALLOW_ENV
 
 
 def _notebook(*sources: str):

@@ -15,9 +15,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
+from grader.confine import PACKAGE, bwrap, prepare_runtime_dir
+from grader.confine.probe import ALLOW_ENV, SandboxUnavailable
 from grader.preprocessors import LimitedExecute, ReplayGrades, unsandboxed
-from grader.sandbox import PACKAGE, bwrap, prepare_runtime_dir
-from grader.sandbox.probe import ALLOW_ENV, SandboxUnavailable
 
 KERNEL = "backprop-ninja-sandbox"
 

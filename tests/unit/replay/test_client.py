@@ -11,8 +11,8 @@ import time
 from grader.replay.client import SERVER_COMMAND, ReplayServer
 
 
-def test_the_server_is_the_sandboxed_package_in_isolated_mode():
-    assert SERVER_COMMAND[1:] == ["-I", "-m", "grader.sandboxed.server"]
+def test_the_server_is_the_untrusted_package_in_isolated_mode():
+    assert SERVER_COMMAND[1:] == ["-I", "-m", "grader.untrusted.server"]
 
 
 def _fake_server(script: str):

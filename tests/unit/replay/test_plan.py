@@ -21,8 +21,8 @@ from grader.exercise.cells import nbgrader_meta, strip_magics
 from grader.reference import steps
 from grader.reference.inputs import dataset, fresh_inputs
 from grader.replay.plan import AS_SUBMITTED, replay_cells, reseed, run_order, warm_prefix, with_correct_inputs
-from grader.sandboxed.runner import Runner
 from grader.settings import JudgeSettings
+from grader.untrusted.runner import Runner
 
 from conftest import ROOT
 

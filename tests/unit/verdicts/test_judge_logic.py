@@ -9,8 +9,8 @@ import time
 from grader.exercise import network, spec
 from grader.replay.results import expected_shapes, parse_frame
 from grader.replay.run import ReplayOutput
-from grader.sandboxed.record import encode_frame
 from grader.settings import JudgeSettings
+from grader.untrusted.record import encode_frame
 from grader.verdicts import judge
 
 from conftest import JUDGE_SEED

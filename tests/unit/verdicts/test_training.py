@@ -13,8 +13,8 @@ from grader.exercise import network, spec
 from grader.exercise.verdict import Verdict
 from grader.reference.inputs import dataset, fresh_inputs
 from grader.replay.results import expected_shapes, parse_frame
-from grader.sandboxed.record import encode_frame
 from grader.settings import JudgeSettings
+from grader.untrusted.record import encode_frame
 from grader.verdicts.training import TRAINING_TOLERANCE, training_verdict
 
 from conftest import JUDGE_SEED, manual_backward

@@ -1,4 +1,4 @@
-"""grader/sandboxed/in_kernel.py, through the notebook's entry point `from grader.incell import
+"""grader/untrusted/in_kernel.py, through the notebook's entry point `from grader.incell import
 grade`: what the hidden test cells call inside the student's kernel.
 
 nbgrader reads the cell's result as the score and gives 0 to a cell that writes to stderr,
@@ -19,7 +19,7 @@ from grader.exercise import network, spec
 from grader.exercise.verdict import Verdict
 from grader.incell import grade
 from grader.reference import steps
-from grader.sandboxed import in_kernel
+from grader.untrusted import in_kernel
 
 from conftest import manual_backward
 
@@ -28,7 +28,7 @@ EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
 
 def test_the_notebooks_entry_point_is_in_kernel_grade():
     """The hidden test cells run `from grader.incell import grade`: a stable name, visible in
-    the sandbox, for grader/sandboxed/in_kernel.py's grade."""
+    the sandbox, for grader/untrusted/in_kernel.py's grade."""
     import grader.incell
 
     assert grade is in_kernel.grade and grader.incell.__all__ == ["grade"]

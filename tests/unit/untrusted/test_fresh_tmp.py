@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(
 SCRIPT = textwrap.dedent("""\
     import json, os, sys
     sys.path.insert(0, sys.argv[2])  # the kit
-    from grader.sandboxed import isolation
+    from grader.untrusted import isolation
 
     src = sys.argv[1]
     isolation.private_mounts()

@@ -1,4 +1,4 @@
-"""The notebook's first cells run once for every warm kernel (grader/sandboxed/kernel_prefix.py):
+"""The notebook's first cells run once for every warm kernel (grader/untrusted/kernel_prefix.py):
 in a real IPython shell, each kernel must print and hold what running the cells would have."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from grader.sandboxed.kernel_prefix import MODULE, Prefix
+from grader.untrusted.kernel_prefix import MODULE, Prefix
 
 CELLS = [
     "import random\n%config Completer.use_jedi = False",  # a magic: really runs

@@ -16,9 +16,9 @@ import pytest
 from jupyter_client import KernelManager
 from test_warm import Kernel
 
-from grader.sandbox import bwrap, default_sandbox, make_kernel_dir, warm
-from grader.sandbox.bwrap import PACKAGE, VISIBLE_INSIDE, Sandbox
-from grader.sandbox.warm import WarmProvisioner, WarmServer
+from grader.confine import bwrap, default_sandbox, make_kernel_dir, warm
+from grader.confine.bwrap import PACKAGE, VISIBLE_INSIDE, Sandbox
+from grader.confine.warm import WarmProvisioner, WarmServer
 
 import footholds
 
@@ -158,13 +158,13 @@ def test_the_kit_bound_under_tmp_stays_importable_and_read_only(stage, monkeypat
         "import os, subprocess, sys\n"
         f"_kit = {KIT_UNDER_TMP!r}\n"
         "_r = subprocess.run([sys.executable, '-I', '-c', 'import sys; sys.path.insert(0, sys.argv[1]); "
-        "import grader.sandboxed.isolation as m, grader.exercise as e; print(m.__file__, e.__file__)', _kit],"
+        "import grader.untrusted.isolation as m, grader.exercise as e; print(m.__file__, e.__file__)', _kit],"
         " capture_output=True, text=True)\n"
         "def _writes(p):\n"
         "    try:\n        open(p, 'a').close(); return True\n"
         "    except OSError:\n        return False\n"
         "_result = [_r.stdout.split(), _r.stderr[-300:], _writes(_kit + '/grader/incell.py'),\n"
-        "  _writes(_kit + '/grader/sandboxed/x.py'), os.path.exists(_kit + '/grader/left.txt')]\n"
+        "  _writes(_kit + '/grader/untrusted/x.py'), os.path.exists(_kit + '/grader/left.txt')]\n"
         "open(_kit + '/grader/left.txt', 'w').write('left by a kernel')  # beside the mounts: its /tmp\n"
     )
     try:
@@ -179,7 +179,7 @@ def test_the_kit_bound_under_tmp_stays_importable_and_read_only(stage, monkeypat
         server.close()
     for files, err, *_ in seen:
         assert files == [
-            f"{KIT_UNDER_TMP}/grader/sandboxed/isolation.py",
+            f"{KIT_UNDER_TMP}/grader/untrusted/isolation.py",
             f"{KIT_UNDER_TMP}/grader/exercise/__init__.py",
         ], err
     assert [s[2:] for s in seen] == [[False, False, False]] * 2  # read-only; the next kernel saw no file

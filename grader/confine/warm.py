@@ -1,5 +1,5 @@
 """Warm kernels: the autograde kernel forked from a server that has already imported torch
-(grader/sandboxed/zygote.py) instead of a fresh Python per submission.
+(grader/untrusted/zygote.py) instead of a fresh Python per submission.
 
 One server per grading process, in the same bubblewrap sandbox and under a uid of its own, as a
 cold kernel (kernel.py); each kernel it forks gets namespaces, folders and limits of its own.
@@ -30,7 +30,7 @@ from jupyter_client.provisioning import LocalProvisioner
 from .bwrap import default_sandbox, inside_environment
 from .kernel import SUBMISSION_INSIDE, _copy_submission
 
-IPC_INSIDE = "/run/kernel-ipc"  # must match grader/sandboxed/zygote.py
+IPC_INSIDE = "/run/kernel-ipc"  # must match grader/untrusted/zygote.py
 DATA_INSIDE = "/run/prefix-data"  # where the server runs the notebook's first cells
 START_SECONDS = 120  # torch's import on a loaded machine
 
@@ -51,7 +51,7 @@ class WarmServer:
         runtime_root: str | None = None,
     ):
         """`prefix`: the notebook's student-independent first cells, run once here (see
-        grader/sandboxed/kernel_prefix.py) with the instructor's `names_txt`."""
+        grader/untrusted/kernel_prefix.py) with the instructor's `names_txt`."""
         self.stage, self.prefix, self.kernel_pid, self.exit_code = stage, list(prefix), None, None
         self.refused: str | None = None  # once set, this server forks no more kernels
         self.home = Path(tempfile.mkdtemp(prefix="bn-warm-", dir=runtime_root))
@@ -63,7 +63,7 @@ class WarmServer:
         sandbox.give(self.ipc)
         data = {str(names_txt): f"{DATA_INSIDE}/names.txt"} if names_txt and names_txt.is_file() else {}
         cmd = sandbox.command(
-            [sys.executable, "-I", "-m", "grader.sandboxed.zygote"],
+            [sys.executable, "-I", "-m", "grader.untrusted.zygote"],
             # the second place stays reachable when a kernel's fresh /tmp covers the first
             writable=[(str(self.ipc), str(self.ipc)), (str(self.ipc), IPC_INSIDE)],
             readonly={str(self.inbox): SUBMISSION_INSIDE, **data},

@@ -1,5 +1,5 @@
-"""grader/sandboxed/in_kernel.py's exercise 4, in-process: the student's manual_backward called
-once (run_ex4, through grader/sandboxed/backward_call.py) and judged against autograd, and the
+"""grader/untrusted/in_kernel.py's exercise 4, in-process: the student's manual_backward called
+once (run_ex4, through grader/untrusted/backward_call.py) and judged against autograd, and the
 kernel's check of the training loop (training_verdict on the recorded losses)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from grader.exercise import network, spec
 from grader.exercise.compare import MISSING
 from grader.reference import steps
-from grader.sandboxed import in_kernel
+from grader.untrusted import in_kernel
 
 from conftest import manual_backward
 

@@ -1,5 +1,5 @@
 """The replay server: the process tree around the untrusted runs (runner.py runs the
-cells). `python -I -m grader.sandboxed.server` is started by the judge
+cells). `python -I -m grader.untrusted.server` is started by the judge
 (grader/replay/client.py) inside the sandbox. It never runs a student's code itself: each
 run is a fork, isolated in namespaces of its own (isolation.py), whose result comes back on
 a pipe of its own, bounded, and is relayed to the judge with the request's nonce.

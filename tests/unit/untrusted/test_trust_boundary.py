@@ -1,6 +1,6 @@
-"""The trust boundary: what runs with the student's code (grader/sandboxed/) and the public
+"""The trust boundary: what runs with the student's code (grader/untrusted/) and the public
 definition of the exercise it uses (grader/exercise/) import nothing else of the kit, and
-the files the sandbox shows (grader.sandbox.VISIBLE_INSIDE) are enough to run it."""
+the files the sandbox shows (grader.confine.VISIBLE_INSIDE) are enough to run it."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.sandbox import VISIBLE_INSIDE
+from grader.confine import VISIBLE_INSIDE
 
 GRADER = Path(__file__).resolve().parents[3] / "grader"
-INSIDE = ("grader.sandboxed", "grader.exercise")
+INSIDE = ("grader.untrusted", "grader.exercise")
 
 
 def _module_name(path: Path, root: Path = GRADER) -> str:
@@ -57,16 +57,16 @@ def _imports_of(path: Path) -> set[str]:
 # ------------------------------------------------------------ the checker itself
 def test_checker_resolves_relative_imports():
     src = "from ..reference import steps\nfrom . import record\nimport grader.replay.results\n"
-    assert kit_imports(src, "grader.sandboxed.runner", False) == {
+    assert kit_imports(src, "grader.untrusted.runner", False) == {
         "grader.reference.steps",
-        "grader.sandboxed.record",
+        "grader.untrusted.record",
         "grader.replay.results",
     }
 
 
 def test_checker_resolves_relative_imports_in_a_package_init():
-    found = kit_imports("from .in_kernel import grade\n", "grader.sandboxed", True)
-    assert found == {"grader.sandboxed.in_kernel.grade"}
+    found = kit_imports("from .in_kernel import grade\n", "grader.untrusted", True)
+    assert found == {"grader.untrusted.in_kernel.grade"}
 
 
 def test_checker_sees_imports_inside_functions():
@@ -76,20 +76,20 @@ def test_checker_sees_imports_inside_functions():
 
 # ------------------------------------------------------------ the kit
 def test_there_are_modules_on_the_untrusted_side():
-    names = {_module_name(p) for p in _modules("sandboxed", "exercise")}
-    assert {"grader.sandboxed.runner", "grader.sandboxed.server", "grader.exercise.spec"} <= names
+    names = {_module_name(p) for p in _modules("untrusted", "exercise")}
+    assert {"grader.untrusted.runner", "grader.untrusted.server", "grader.exercise.spec"} <= names
 
 
-@pytest.mark.parametrize("path", _modules("sandboxed", "exercise"), ids=lambda p: str(p.relative_to(GRADER)))
-def test_untrusted_side_imports_only_sandboxed_and_exercise(path):
+@pytest.mark.parametrize("path", _modules("untrusted", "exercise"), ids=lambda p: str(p.relative_to(GRADER)))
+def test_untrusted_side_imports_only_untrusted_and_exercise(path):
     assert {m for m in _imports_of(path) if not _inside(m)} == set()
 
 
-def test_incell_imports_only_sandboxed():
-    assert {m for m in _imports_of(GRADER / "incell.py") if not _inside(m, ("grader.sandboxed",))} == set()
+def test_incell_imports_only_untrusted():
+    assert {m for m in _imports_of(GRADER / "incell.py") if not _inside(m, ("grader.untrusted",))} == set()
 
 
-def test_incell_imports_something_of_sandboxed():
+def test_incell_imports_something_of_untrusted():
     assert _imports_of(GRADER / "incell.py") != set()
 
 
@@ -99,7 +99,7 @@ def test_package_init_imports_nothing_of_the_kit():
 
 
 def test_visible_inside_is_the_untrusted_side_and_its_entry_points():
-    assert set(VISIBLE_INSIDE) == {"__init__.py", "incell.py", "exercise", "sandboxed"}
+    assert set(VISIBLE_INSIDE) == {"__init__.py", "incell.py", "exercise", "untrusted"}
 
 
 # ------------------------------------------------------------ run from the visible files alone
@@ -138,7 +138,7 @@ def _python(tmp: Path, code: str) -> subprocess.CompletedProcess:
 def test_visible_files_are_enough_for_the_untrusted_side(visible_copy):
     proc = _python(
         visible_copy,
-        "import grader, grader.incell, grader.sandboxed.server, grader.sandboxed.runner; "
+        "import grader, grader.incell, grader.untrusted.server, grader.untrusted.runner; "
         "assert grader.__file__.startswith(sys.path[0]), grader.__file__; print('ok')",
     )
     assert (proc.returncode, proc.stdout.strip()) == (0, "ok"), proc.stderr
@@ -155,7 +155,7 @@ def test_the_answer_key_cheat_would_work_where_the_key_is_importable(lecture_bat
     import torch
 
     from grader.reference import steps
-    from grader.sandboxed.runner import EX1_NAMES
+    from grader.untrusted.runner import EX1_NAMES
 
     from corpus import ANSWER_KEY
 

@@ -1,4 +1,4 @@
-"""grader/sandboxed/derivative_block.py in-process: install() switches torch's derivative code off
+"""grader/untrusted/derivative_block.py in-process: install() switches torch's derivative code off
 (every operator's autograd kernel a fallthrough, every derivative operator refused, torch's Python
 derivative helpers refused) and lift() switches it back on. One install for the whole module, and
 lift() in its teardown, checked: the suite's other tests see torch as it ships. seal() is never
@@ -19,8 +19,8 @@ import torch.nn.functional as F
 
 from grader.exercise import network
 from grader.reference import steps
-from grader.sandboxed import derivative_block
-from grader.sandboxed.derivative_block import DERIVATIVE, UNAVAILABLE, AutogradUnavailable
+from grader.untrusted import derivative_block
+from grader.untrusted.derivative_block import DERIVATIVE, UNAVAILABLE, AutogradUnavailable
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 

@@ -1,6 +1,6 @@
 """The warm kernel server: the autograde kernel without a Python start, an `import torch` or
-an ipykernel import per submission. `python -I -m grader.sandboxed.zygote` is started once per
-grading process by grader/sandbox/warm.py, inside the same bubblewrap sandbox as a cold
+an ipykernel import per submission. `python -I -m grader.untrusted.zygote` is started once per
+grading process by grader/confine/warm.py, inside the same bubblewrap sandbox as a cold
 kernel. It imports what every kernel imports, then forks one kernel per request and never
 runs a student's code itself.
 
@@ -41,7 +41,7 @@ from . import isolation
 from .kernel_prefix import Prefix
 
 SUBMISSION_INSIDE = "/run/submission"
-IPC_INSIDE = "/run/kernel-ipc"  # the socket folder's second place (grader/sandbox/warm.py)
+IPC_INSIDE = "/run/kernel-ipc"  # the socket folder's second place (grader/confine/warm.py)
 CONNECTION_FILE = ".kernel-connection.json"
 _real_exit = os._exit
 

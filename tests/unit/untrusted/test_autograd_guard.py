@@ -1,4 +1,4 @@
-"""grader/sandboxed/autograd_guard.py in a forked child per test (a blocked run's state cannot be
+"""grader/untrusted/autograd_guard.py in a forked child per test (a blocked run's state cannot be
 taken back: an audit hook and the sealed dispatcher stay for the process's life), set up as the
 warm server sets a run up (derivative_block.install, then the guard): what a blocked run refuses,
 that no route around the entry points yields a derivative, and that nothing a student can reach
@@ -14,8 +14,8 @@ import time
 
 import torch
 
-from grader.sandboxed import autograd_guard as ag
-from grader.sandboxed import derivative_block
+from grader.untrusted import autograd_guard as ag
+from grader.untrusted import derivative_block
 
 
 def in_child(mode: str, body, install=ag.install) -> dict:
@@ -358,7 +358,7 @@ def test_statement_timeouts_landing_anywhere_change_nothing():
     def body(guard):
         import gc
 
-        from grader.sandboxed.runner import Runner, StatementTimeout, _setitimer
+        from grader.untrusted.runner import Runner, StatementTimeout, _setitimer
 
         runner = Runner({}, {})
         import signal
@@ -380,7 +380,7 @@ def test_statement_timeouts_landing_anywhere_change_nothing():
     def with_alarm(mode):
         import signal
 
-        from grader.sandboxed.runner import Runner
+        from grader.untrusted.runner import Runner
 
         signal.signal(signal.SIGALRM, Runner({}, {}).on_alarm)  # as the server does, first
         return ag.install(mode)

@@ -1,4 +1,4 @@
-"""grader/sandbox/users.py: each sandbox a uid of its own, held while it lives (root only)."""
+"""grader/confine/users.py: each sandbox a uid of its own, held while it lives (root only)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from grader.sandbox import users
+from grader.confine import users
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root hands out uids")
 

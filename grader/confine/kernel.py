@@ -1,5 +1,5 @@
 """The autograde kernel's launcher: the kernel spec (jupyter/kernels/) runs
-`python -I -m grader.sandbox kernel -f {connection_file}` outside the sandbox; this starts
+`python -I -m grader.confine kernel -f {connection_file}` outside the sandbox; this starts
 the IPython kernel inside it, in a folder of its own that is thrown away afterwards."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The cold kernel's launcher (grader/sandbox/kernel.py) ends with the grading process that
+"""The cold kernel's launcher (grader/confine/kernel.py) ends with the grading process that
 started it, whatever kills that process: no kernel outlives its grading."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from grader.sandbox import bwrap_works, make_kernel_dir
+from grader.confine import bwrap_works, make_kernel_dir
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="needs bubblewrap")
 
@@ -41,7 +41,7 @@ def test_the_launcher_dies_with_a_killed_grading_process(tmp_path):
             sys.executable,
             "-c",
             "import subprocess, sys, time\n"
-            "cmd = [sys.executable, '-I', '-m', 'grader.sandbox', 'kernel', '-f', sys.argv[1]]\n"
+            "cmd = [sys.executable, '-I', '-m', 'grader.confine', 'kernel', '-f', sys.argv[1]]\n"
             "p = subprocess.Popen(cmd)\n"
             "print(p.pid, flush=True)\ntime.sleep(600)",
             str(conn),

@@ -1,6 +1,6 @@
 """The replay: the student's notebook run again on fresh inputs, in a separate process.
 
-This module runs in the *untrusted* processes that grader/sandboxed/server.py forks. It decides
+This module runs in the *untrusted* processes that grader/untrusted/server.py forks. It decides
 nothing: it executes the cells of the plan the judge wrote (locked cells from the
 instructor's notebook with the judge's seed, the student's answer and added cells), and
 writes what the student's code produced. The judge compares in its own process.

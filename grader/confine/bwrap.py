@@ -3,7 +3,7 @@ limits always. Used for the autograde kernel (kernel.py) and for the replay serv
 (grader/replay/client.py).
 
 Inside: the system, the Python installation and, of the kit, only what runs with the
-student's code (VISIBLE_INSIDE: grader/sandboxed/ and the exercise's public definition in
+student's code (VISIBLE_INSIDE: grader/untrusted/ and the exercise's public definition in
 grader/exercise/; never the judge or the reference answers), all read-only; one
 writable folder (a scratch copy of the submission's, or the replay's exchange folder); a
 private /tmp; no network; its own process tree; a user with no rights outside (when the
@@ -35,7 +35,7 @@ from .probe import WARNING, SandboxUnavailable, Status, probe, unsandboxed_allow
 PACKAGE = Path(__file__).resolve().parents[1]
 # The kit's files the sandbox sees: the untrusted side, the public definition of the exercise
 # it imports, and the hidden tests' entry point. A unit test checks they import nothing else.
-VISIBLE_INSIDE = ("__init__.py", "incell.py", "exercise", "sandboxed")
+VISIBLE_INSIDE = ("__init__.py", "incell.py", "exercise", "untrusted")
 
 SANDBOX_UID = 65534  # nobody; each sandbox gets a uid of its own instead (with_own_user)
 

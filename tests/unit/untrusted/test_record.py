@@ -1,4 +1,4 @@
-"""The record a replay run sends back (grader/sandboxed/record.py) and the judge's check of it
+"""The record a replay run sends back (grader/untrusted/record.py) and the judge's check of it
 (grader/replay/results.py) agree: one field list, and what the runner writes passes through
 encode_frame / parse_frame / check_meta unchanged."""
 
@@ -14,8 +14,8 @@ import torch
 from grader.exercise import spec
 from grader.replay import results
 from grader.replay.tensors import Expect
-from grader.sandboxed.record import RunRecord, encode_frame
-from grader.sandboxed.runner import EX1_NAMES, NoIPython, Runner
+from grader.untrusted.record import RunRecord, encode_frame
+from grader.untrusted.runner import EX1_NAMES, NoIPython, Runner
 
 EX1 = spec.ANSWER_CELLS[1]
 FIELDS = set(RunRecord.__annotations__)
@@ -49,7 +49,7 @@ EXPECTED = {f"{EX1}/{name}": Expect((2, 3), False, 6) for name in EX1_NAMES}
 
 
 def _main_run():
-    """One "main" run in this process, finished as grader/sandboxed/server.py finishes it."""
+    """One "main" run in this process, finished as grader/untrusted/server.py finishes it."""
     checkpoints = []
     runner = Runner(
         PLAN,

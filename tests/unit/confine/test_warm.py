@@ -1,4 +1,4 @@
-"""Warm kernels (grader/sandbox/warm.py, grader/sandboxed/zygote.py): a real server in a real
+"""Warm kernels (grader/confine/warm.py, grader/untrusted/zygote.py): a real server in a real
 sandbox forks real IPython kernels, driven by jupyter_client as nbclient drives them. Each
 kernel must look like a cold one from inside and keep nothing from the one before."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from jupyter_client import KernelManager
 
-from grader.sandbox import bwrap_works
-from grader.sandbox.bwrap import inside_environment
-from grader.sandbox.warm import WarmProvisioner, WarmServer
+from grader.confine import bwrap_works
+from grader.confine.bwrap import inside_environment
+from grader.confine.warm import WarmProvisioner, WarmServer
 
 pytestmark = pytest.mark.skipif(not bwrap_works(), reason="needs bubblewrap")
 

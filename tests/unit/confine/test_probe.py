@@ -1,4 +1,4 @@
-"""grader/sandbox/probe.py and the rule in bwrap.py: the sandbox check names the real reason
+"""grader/confine/probe.py and the rule in bwrap.py: the sandbox check names the real reason
 (not installed; installed but no namespaces, with bwrap's own words; a bwrap that exits
 non-zero), and no launch runs student code without bubblewrap unless allowed; allowed and
 run by root, it still runs as the sandbox's uid with the sandbox's environment."""
@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from grader.sandbox import bwrap, probe
-from grader.sandbox.bwrap import Sandbox
-from grader.sandbox.probe import SandboxUnavailable, Status
+from grader.confine import bwrap, probe
+from grader.confine.bwrap import Sandbox
+from grader.confine.probe import SandboxUnavailable, Status
 
 KIT_ARGS = ["--ro-bind", "/", "/"]  # the kit's own arguments matter only to the third step
 

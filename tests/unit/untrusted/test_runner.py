@@ -1,4 +1,4 @@
-"""grader/sandboxed/runner.py in-process: Runner.run_cell's statement-level isolation, fresh
+"""grader/untrusted/runner.py in-process: Runner.run_cell's statement-level isolation, fresh
 injected values, recorded (never raised) failures, the statement time limit from the plan, and
 _export's plain copies. No fork, no server."""
 
@@ -9,7 +9,7 @@ import signal
 import pytest
 import torch
 
-from grader.sandboxed.runner import NoIPython, Runner, _export
+from grader.untrusted.runner import NoIPython, Runner, _export
 
 
 def run(source: str, ns: dict | None = None, inject: dict | None = None, label: str = "ex1_solution"):
