@@ -35,7 +35,7 @@ release: data
 samples: venv
 	$(NINJA) samples .
 
-# Preflight, resume, then nbgrader autograde on every core (grader/course/batch.py); FORCE=1 grades
+# Preflight, resume, then nbgrader autograde on every core (grader/grading/batch.py); FORCE=1 grades
 # everything again; WORKERS=N, SCHEDULER=tcp://HOST:8786 (a Dask cluster) pass through.
 autograde: venv
 	$(NINJA) grade . $(if $(FORCE),--force) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
@@ -46,7 +46,7 @@ feedback: venv
 export: venv
 	mkdir -p exports
 	nbgrader export --to exports/grades.csv
-	nbgrader export --exporter=grader.course.exports.GradientsExportPlugin --to exports/gradients.csv
+	nbgrader export --exporter=grader.reports.exports.GradientsExportPlugin --to exports/gradients.csv
 
 # The table; reports/class.html (plots, pass rates, mistakes, suspicious, timings); exports/*.csv
 # (per gradient, Canvas, Moodle). CANVAS_ASSIGNMENT_ID=1234 updates that Canvas assignment.

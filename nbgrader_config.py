@@ -18,16 +18,16 @@ c.CourseDirectory.course_id = "backprop_ninja"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db") + "?timeout=120"
 
 # nbgrader's exchange in this folder (exchange/), so release/fetch/submit/collect and the
-# formgrader's Release/Collect buttons work on one machine (grader/course/exchange.py); its
-# collect takes a submission only from the account that made it (grader/course/inbound.py).
-from grader.course.exchange import configure_exchange  # noqa: E402
+# formgrader's Release/Collect buttons work on one machine (grader/incoming/exchange.py); its
+# collect takes a submission only from the account that made it (grader/incoming/inbound.py).
+from grader.incoming.exchange import configure_exchange  # noqa: E402
 
 configure_exchange(c, course_root=HERE)
 
 # names.txt travels with the notebook: the release step copies it, autograde restores it.
 # Files a browser would run (HTML, SVG, ...) are not copied either: the formgrader serves a
-# submission's files from the TA's own origin (grader/course/intake.py).
-from grader.course.intake import ACTIVE_FILE_PATTERNS  # noqa: E402
+# submission's files from the TA's own origin (grader/incoming/intake.py).
+from grader.incoming.intake import ACTIVE_FILE_PATTERNS  # noqa: E402
 
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"] + ACTIVE_FILE_PATTERNS
 
@@ -103,7 +103,7 @@ c.LimitedExecute.max_total_output_bytes = 20_000_000  # per submission, added ce
 
 # Before nbgrader copies a submission's folder: links, devices and other non-regular files
 # are replaced (nbgrader's copy would follow them, as root), with a note for the student.
-from grader.course.intake import before_autograde  # noqa: E402
+from grader.incoming.intake import before_autograde  # noqa: E402
 
 c.Autograde.pre_convert_hook = before_autograde
 c.ReplayGrades.seed_salt = "backprop-ninja-2026"

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from grader.course.submissions import Sample, write_submissions  # noqa: E402
+from grader.incoming.submissions import Sample, write_submissions  # noqa: E402
 
 from conftest import find_names_txt, make_course, nbgrader  # noqa: E402
 from corpus import CORPUS  # noqa: E402

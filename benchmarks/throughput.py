@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from grader.course.report import read_scores  # noqa: E402
-from grader.course.submissions import write_submissions  # noqa: E402
+from grader.incoming.submissions import write_submissions  # noqa: E402
+from grader.reports.report import read_scores  # noqa: E402
 
 from conftest import find_names_txt, make_course, nbgrader  # noqa: E402
 from corpus import CORPUS  # noqa: E402

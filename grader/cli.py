@@ -12,13 +12,13 @@ import sys
 
 # verb: (the module whose main(argv) it runs, one line for --help)
 VERBS = {
-    "grade": ("grader.course.batch", "grade a course's submissions on every core, or on a Dask cluster"),
-    "report": ("grader.course.report", "the grade table, reports/class.html and the CSV exports"),
-    "suspicious": ("grader.course.suspicious", "the class's signs of cheating, for TAs"),
-    "collect": ("grader.course.collect", "fill submitted/ from a Canvas or Moodle submissions zip"),
+    "grade": ("grader.grading.batch", "grade a course's submissions on every core, or on a Dask cluster"),
+    "report": ("grader.reports.report", "the grade table, reports/class.html and the CSV exports"),
+    "suspicious": ("grader.reports.suspicious", "the class's signs of cheating, for TAs"),
+    "collect": ("grader.incoming.collect", "fill submitted/ from a Canvas or Moodle submissions zip"),
     "gradescope": ("grader.gradescope.__main__", "build the Gradescope autograder zip (and run it there)"),
     "data": ("grader.exercise.data", "obtain makemore's names.txt"),
-    "samples": ("grader.course.samples", "write the demo's sample class into submitted/"),
+    "samples": ("grader.incoming.samples", "write the demo's sample class into submitted/"),
     "check": ("grader.confine.probe", "whether the bubblewrap sandbox can start here, and if not why"),
 }
 

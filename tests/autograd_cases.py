@@ -6,8 +6,8 @@ nothing."""
 
 from __future__ import annotations
 
-from grader.course.submissions import Sample
 from grader.exercise import spec
+from grader.incoming.submissions import Sample
 
 from answers import VECTORISED_EX1
 

@@ -202,8 +202,8 @@ def graded_demo(tmp_path_factory, new_course) -> GradedDemo:
     (warm kernels): `nbgrader autograde`, `nbgrader generate_feedback`, then `backprop-ninja
     report` (the class report, the CSV exports). Never written to: each module that
     uses it takes its own copy (copy_course) of `.course`."""
-    from grader.course.samples import DEMO
-    from grader.course.submissions import write_submissions
+    from grader.incoming.samples import DEMO
+    from grader.incoming.submissions import write_submissions
 
     course = new_course(tmp_path_factory.mktemp("graded_demo"))
     write_submissions(DEMO, course=course)

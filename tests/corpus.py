@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grader.course.submissions import Sample
 from grader.exercise import spec
+from grader.incoming.submissions import Sample
 
 from answers import VECTORISED_EX1, VECTORISED_EX4
 from autograd_cases import AUTOGRAD_CASES, HONEST_CHECKS

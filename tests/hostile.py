@@ -12,8 +12,8 @@ from typing import Callable
 
 import nbformat
 
-from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
+from grader.incoming.submissions import fill, reference_answers
 
 import footholds
 import hostile_payloads as P

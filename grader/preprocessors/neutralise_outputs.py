@@ -23,8 +23,8 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import List, Unicode
 
-from ..course.quote import for_log
 from ..exercise.cells import nbgrader_meta
+from ..quote import for_log
 from .rebuild_from_source import NOTE_MARK
 
 __all__ = ["NeutraliseOutputs", "literal_markdown"]

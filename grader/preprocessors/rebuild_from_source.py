@@ -19,9 +19,9 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
 
-from ..course.intake import notes_for
-from ..course.quote import for_log, for_markdown
 from ..exercise.cells import nbgrader_meta
+from ..incoming.intake import notes_for
+from ..quote import for_log, for_markdown
 
 __all__ = ["NOTE_MARK", "RebuildFromSource", "rebuild"]
 NOTE_MARK = "backprop_ninja_rebuild_note"

@@ -20,10 +20,10 @@ from traitlets import Bool, Enum, Float, Integer, Unicode
 
 from ..confine import default_sandbox
 from ..confine.probe import warning
-from ..course.quote import for_log
 from ..exercise import spec
 from ..exercise.cells import nbgrader_meta
 from ..exercise.verdict import Verdict
+from ..quote import for_log
 from ..settings import AUTOGRAD_POLICIES, REPORT_DIR, JudgeSettings, seed_for, trait_settings
 from ..verdicts.judge import JudgeRecord, judge_submission
 from . import unsandboxed

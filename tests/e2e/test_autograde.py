@@ -8,10 +8,10 @@ import csv
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.course.report import read_scores, table
-from grader.course.samples import DEMO
-from grader.course.submissions import write_submissions
 from grader.exercise import spec
+from grader.incoming.samples import DEMO
+from grader.incoming.submissions import write_submissions
+from grader.reports.report import read_scores, table
 
 from conftest import nbgrader, shown_cells
 from corpus import EXPECTED_ZEROS

@@ -11,11 +11,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from grader.course.report import read_scores
-from grader.course.samples import DEMO
-from grader.course.submissions import write_submissions
-from grader.course.workers import graded_in_gradebook
 from grader.exercise import spec
+from grader.grading.workers import graded_in_gradebook
+from grader.incoming.samples import DEMO
+from grader.incoming.submissions import write_submissions
+from grader.reports.report import read_scores
 
 from corpus import EXPECTED_ZEROS
 

@@ -21,10 +21,10 @@ import browser as web
 import nbformat
 import pytest
 
-from grader.course.samples import DEMO
-from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
 from grader.exercise.cells import nbgrader_meta
+from grader.incoming.samples import DEMO
+from grader.incoming.submissions import fill, reference_answers
 
 from conftest import ROOT, copy_course
 from corpus import EXPECTED_ZEROS

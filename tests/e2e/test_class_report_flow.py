@@ -1,6 +1,6 @@
 """End to end with real nbgrader: the demo class is autograded, then `backprop-ninja report`
 writes the class report and the CSV exports from the gradebook, and
-`nbgrader export --exporter=grader.course.exports.GradientsExportPlugin` writes the same gradients.csv."""
+`nbgrader export --exporter=grader.reports.exports.GradientsExportPlugin` writes the same gradients.csv."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import html
 
 import pytest
 
-from grader.course.class_html import anchor
-from grader.course.report import read_scores
-from grader.course.samples import DEMO
 from grader.exercise import spec
+from grader.incoming.samples import DEMO
+from grader.reports.class_html import anchor
+from grader.reports.report import read_scores
 
 from conftest import copy_course, nbgrader
 
@@ -51,7 +51,7 @@ def test_gradients_csv_equals_the_gradebook(reported_course):
 
 def test_the_export_plugin_writes_the_same_rows(reported_course):
     course, _ = reported_course
-    nbgrader(course, "export", "--exporter=grader.course.exports.GradientsExportPlugin", "--to", "out.csv")
+    nbgrader(course, "export", "--exporter=grader.reports.exports.GradientsExportPlugin", "--to", "out.csv")
     assert _rows(course / "out.csv") == _rows(course / "exports" / "gradients.csv")
 
 

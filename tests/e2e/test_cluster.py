@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.course.report import read_scores
-from grader.course.samples import DEMO
-from grader.course.submissions import write_submissions
 from grader.exercise import spec
+from grader.incoming.samples import DEMO
+from grader.incoming.submissions import write_submissions
+from grader.reports.report import read_scores
 
 from conftest import nbgrader
 from corpus import EXPECTED_ZEROS

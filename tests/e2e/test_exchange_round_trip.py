@@ -1,4 +1,4 @@
-"""The nbgrader exchange inside the course folder (grader/course/exchange.py), with real nbgrader
+"""The nbgrader exchange inside the course folder (grader/incoming/exchange.py), with real nbgrader
 on one machine: the instructor releases, two simulated students fetch and submit from homes of
 their own, the instructor collects, and a collected submission is autograded.
 
@@ -21,9 +21,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.course import exchange
-from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
+from grader.incoming import exchange
+from grader.incoming.submissions import fill, reference_answers
 
 from conftest import ROOT, VENV_BIN, nbgrader
 

@@ -1,5 +1,5 @@
 """The course-local exchange with students as real Unix accounts on one machine (the JupyterHub
-setup; grader/course/inbound.py), through real nbgrader: two accounts made with useradd for this
+setup; grader/incoming/inbound.py), through real nbgrader: two accounts made with useradd for this
 module fetch and `nbgrader submit` as themselves; then alice plants folders in inbound/ with
 mkdir and cp, as issue 17 found: in bob's name dated 2099 (the issue's) and dated now, one of
 her own dated 2099, 2000 in bob's name, and later 100 of her own, newer than her submission,
@@ -27,9 +27,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.course import exchange
-from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
+from grader.incoming import exchange
+from grader.incoming.submissions import fill, reference_answers
 
 from conftest import VENV_BIN, nbgrader
 

@@ -17,10 +17,10 @@ import zipfile
 import pytest
 
 from grader.confine.probe import unsandboxed_allowed
-from grader.course.report import read_scores
-from grader.course.submissions import write_submissions
 from grader.exercise import spec
 from grader.gradescope import build, scripts
+from grader.incoming.submissions import write_submissions
+from grader.reports.report import read_scores
 
 from conftest import VENV_BIN, nbgrader
 from corpus import CORPUS

@@ -29,9 +29,9 @@ import nbformat
 import pytest
 
 from grader.confine import bwrap_works
-from grader.course.submissions import fill
 from grader.exercise import spec
 from grader.gradescope import build, results, scripts
+from grader.incoming.submissions import fill
 
 from conftest import VENV_BIN
 

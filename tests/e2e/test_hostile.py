@@ -29,8 +29,8 @@ import nbformat
 import pytest
 
 from grader.confine import bwrap_works
-from grader.course.report import read_scores
 from grader.exercise import spec
+from grader.reports.report import read_scores
 
 import footholds
 from conftest import make_course, nbgrader

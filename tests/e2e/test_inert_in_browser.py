@@ -26,8 +26,8 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.confine import bwrap_works
-from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
+from grader.incoming.submissions import fill, reference_answers
 
 from conftest import VENV_BIN, nbgrader
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.confine import bwrap_works
-from grader.course.submissions import Sample, write_submissions
+from grader.incoming.submissions import Sample, write_submissions
 
 from conftest import ROOT, make_course
 

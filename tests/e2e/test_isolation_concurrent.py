@@ -21,8 +21,8 @@ import nbformat
 import pytest
 
 from grader.confine import bwrap_works
-from grader.course.report import read_scores
 from grader.exercise import spec
+from grader.reports.report import read_scores
 
 from conftest import nbgrader
 from hostile import ALL, appended, with_cell

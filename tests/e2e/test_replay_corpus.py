@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from grader.course.report import read_scores
-from grader.course.submissions import write_submissions
 from grader.exercise import spec
+from grader.incoming.submissions import write_submissions
+from grader.reports.report import read_scores
 
 from conftest import make_course, nbgrader, nbgrader_split, shown_cells
 from corpus import CORPUS

@@ -13,8 +13,8 @@ import nbformat
 import pytest
 
 from grader.confine import bwrap_works, default_sandbox
-from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
+from grader.incoming.submissions import fill, reference_answers
 from grader.settings import JudgeSettings, seed_for
 from grader.verdicts.judge import judge_submission
 

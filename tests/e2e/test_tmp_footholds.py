@@ -22,9 +22,9 @@ import nbformat
 import pytest
 
 from grader.confine import bwrap_works, users
-from grader.course.report import read_scores
-from grader.course.workers import split
 from grader.exercise import spec
+from grader.grading.workers import split
+from grader.reports.report import read_scores
 
 import footholds
 from hostile import ALL, CASES, honest

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from grader.course.report import read_scores
-from grader.course.submissions import Sample, write_submissions
+from grader.incoming.submissions import Sample, write_submissions
+from grader.reports.report import read_scores
 
 from conftest import VENV_BIN
 

@@ -11,7 +11,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from nbgrader.preprocessors import DeduplicateIds
 from traitlets.config import Config
 
-from grader.course import intake
+from grader.incoming import intake
 from grader.preprocessors.rebuild_from_source import NOTE_MARK, RebuildFromSource, rebuild
 
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"

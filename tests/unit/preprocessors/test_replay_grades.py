@@ -17,9 +17,9 @@ from nbgrader.utils import determine_grade, is_grade
 from traitlets.config import Config
 
 from grader import settings
-from grader.course.submissions import fill, reference_answers
 from grader.exercise import spec
 from grader.exercise.verdict import Verdict
+from grader.incoming.submissions import fill, reference_answers
 from grader.preprocessors.replay_grades import ReplayGrades, verdict_outputs
 
 from conftest import find_names_txt

@@ -6,8 +6,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from grader.course.submissions import reference_answers
 from grader.exercise import spec
+from grader.incoming.submissions import reference_answers
 from grader.verdicts.scan import scan_source
 
 from conftest import ROOT

@@ -1,4 +1,4 @@
-"""grader/course/class_report.py in-process: the page has every section, its numbers come from
+"""grader/reports/class_report.py in-process: the page has every section, its numbers come from
 the gradebook, its hints from the replay records, its images are real PNGs embedded and saved,
 and nothing a student wrote reaches it as markup."""
 
@@ -12,9 +12,9 @@ import matplotlib.pyplot as plt
 import pytest
 from fake_class import BESSEL, HOSTILE, HOSTILE_HINT, make_class
 
-from grader.course import class_report
-from grader.course.class_html import anchor
 from grader.exercise import spec
+from grader.reports import class_report
+from grader.reports.class_html import anchor
 
 PNG = b"\x89PNG\r\n\x1a\n"
 GRADE_IDS = [g.grade_id for g in spec.GRADED]

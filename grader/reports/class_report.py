@@ -42,7 +42,7 @@ class Mistake:
 class ClassData:
     scores: list[StudentScores]
     records: dict[str, dict] = field(default_factory=dict)  # student -> replay record
-    suspicious: list[Entry] = field(default_factory=list)  # grader.course.suspicious.collect_findings
+    suspicious: list[Entry] = field(default_factory=list)  # grader.reports.suspicious.collect_findings
     log: list[str] = field(default_factory=list)  # the batch's line per submission
     batch: dict = field(default_factory=dict)  # reports/batch.json
 

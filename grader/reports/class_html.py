@@ -14,7 +14,7 @@ from statistics import median
 from typing import TYPE_CHECKING
 
 from ..exercise import spec
-from .quote import for_html
+from ..quote import for_html
 from .suspicious import Entry, grade_ids_text
 
 if TYPE_CHECKING:

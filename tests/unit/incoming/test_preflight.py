@@ -1,4 +1,4 @@
-"""grader/course/preflight.py in-process: a submitted notebook is made readable or replaced by the
+"""grader/incoming/preflight.py in-process: a submitted notebook is made readable or replaced by the
 empty assignment, and the notes say why; nothing is written into the notebook as a note."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from grader.course import preflight
+from grader.incoming import preflight
 
 NB = "backprop_ninja.ipynb"
 

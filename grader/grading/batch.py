@@ -22,14 +22,16 @@ import sys
 from pathlib import Path
 
 from ..exercise import spec
+from ..incoming import intake
+from ..incoming.preflight import check_submission
 from ..preprocessors import unsandboxed
+from ..quote import for_log
+from ..reports import suspicious
 from ..settings import report_dir
 from ..verdicts.budget import NOT_COMPARED, end_checks_seconds
-from . import cluster, intake, suspicious
+from . import cluster
 from . import workers as workers_mod
-from .preflight import check_submission
 from .progress import Progress
-from .quote import for_log
 
 
 def run(

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from traitlets.config import Config
 
-from grader.course import exchange
+from grader.incoming import exchange
 
 
 def mode(path) -> int:

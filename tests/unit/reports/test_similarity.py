@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import similarity
-from grader.course.similarity import main, similar_pairs
-from grader.course.submissions import Sample, write_submissions
 from grader.exercise import spec
+from grader.incoming.submissions import Sample, write_submissions
+from grader.reports import similarity
+from grader.reports.similarity import main, similar_pairs
 
 from corpus import ONEHOT_EX1, OWN_CONSTANTS, VECTORISED_EX1, VECTORISED_EX4
 

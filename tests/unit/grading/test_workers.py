@@ -1,12 +1,12 @@
-"""grader/course/workers.py and progress.py in-process: how a class is shared among workers,
+"""grader/grading/workers.py and progress.py in-process: how a class is shared among workers,
 the nbgrader command each runs, the one retry, and what the TA sees."""
 
 from __future__ import annotations
 
 import io
 
-from grader.course import workers
-from grader.course.progress import Progress
+from grader.grading import workers
+from grader.grading.progress import Progress
 
 
 def test_split_is_round_robin_and_never_empty():

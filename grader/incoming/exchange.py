@@ -24,7 +24,7 @@ the folders are given to the course folder's owner, who runs release and collect
 
 Students on the same machine need the root and the course id in their own config (their
 ~/.jupyter/nbgrader_config.py or /etc/jupyter/nbgrader_config.py): `python -m
-grader.course.exchange COURSE` prints those lines. With real student accounts the course
+grader.incoming.exchange COURSE` prints those lines. With real student accounts the course
 folder must be enterable by them (o+x) and everything else in it closed to them (source/ holds
 the solutions). Group-shared exchanges (`CourseDirectory.groupshared`) are left to nbgrader.
 
@@ -59,7 +59,7 @@ ROOT_MODE = 0o1777
 COURSE_MODE = 0o755
 OUTBOUND_MODE = 0o755
 INBOUND_MODE = 0o3733
-SAFE_COLLECT = "grader.course.exchange.SafeCollect"
+SAFE_COLLECT = "grader.incoming.exchange.SafeCollect"
 NO_OWNER_CHECK = (
     "ExchangeCollect.check_owner is off: a folder in inbound/ counts for the student its name says, "
     "whoever made it, so any account can submit in any student's name (only for one account playing "
@@ -235,7 +235,7 @@ def student_config(*, course_root: str | os.PathLike, course_id: str = DEFAULT_C
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0].startswith("-"):
         print(
-            "usage: python -m grader.course.exchange COURSE\n"
+            "usage: python -m grader.incoming.exchange COURSE\n"
             "prints the nbgrader_config.py lines students need to reach COURSE's exchange",
             file=sys.stderr,
         )

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from .quote import for_log
+from ..quote import for_log
 
 
 class Progress:

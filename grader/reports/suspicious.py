@@ -1,5 +1,5 @@
 """For TAs: one list of the class's signs of cheating, from the replay records (and the pairs of
-similar submissions of grader/course/similarity.py, once that module exists).
+similar submissions of grader/reports/similarity.py, once that module exists).
 
 `backprop-ninja suspicious [COURSE]` prints them grouped by student and writes
 COURSE/reports/suspicious.json, a JSON list with one entry per sign:
@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..exercise import spec
+from ..quote import for_log
 from ..settings import report_dir
 from ..verdicts.flags import KERNEL, cell_grade_ids
-from .quote import for_log
 
 SHOWN = 8  # entries printed per student; the file has all of them
 
@@ -86,7 +86,7 @@ def _legacy(reason: str) -> dict:
 
 
 def _similar(course: Path, seconds: float | None = None) -> list[Entry]:
-    """Pairs of near-identical submissions, from grader/course/similarity.py if it is there, and
+    """Pairs of near-identical submissions, from grader/reports/similarity.py if it is there, and
     the students or cells it did not compare."""
     try:
         from .similarity import similar_pairs  # lazily: written separately, may be absent

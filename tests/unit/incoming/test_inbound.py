@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from grader.course import inbound
-from grader.course.inbound import Folder, Refused
+from grader.incoming import inbound
+from grader.incoming.inbound import Folder, Refused
 
 NOW = datetime(2026, 3, 1, 12, 0, 0)
 ME = inbound.account(os.getuid())

@@ -1,4 +1,4 @@
-"""grader/course/bundles.py, cluster.py and preprocessors/use_remote_result.py in-process: what a
+"""grader/grading/bundles.py, cluster.py and preprocessors/use_remote_result.py in-process: what a
 cluster task carries each way, and how the coordinator records a worker's notebook."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
-from grader.course import cluster
-from grader.course.bundles import pack, unpack
+from grader.grading import cluster
+from grader.grading.bundles import pack, unpack
 from grader.preprocessors.use_remote_result import UseRemoteResult, staged_notebook
 
 

@@ -15,11 +15,11 @@ import pytest
 from test_similarity import COPIED_EX1, ORIGINAL_EX1
 
 from grader import settings
-from grader.course import canonical, similarity, suspicious
-from grader.course.canonical import _MAX_SORTED
-from grader.course.similarity import similar_pairs
-from grader.course.submissions import Sample, reference_answers, write_submissions
 from grader.exercise import spec
+from grader.incoming.submissions import Sample, reference_answers, write_submissions
+from grader.reports import canonical, similarity, suspicious
+from grader.reports.canonical import _MAX_SORTED
+from grader.reports.similarity import similar_pairs
 from grader.verdicts.budget import Budget, OverBudget, end_checks_seconds
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,4 +1,4 @@
-"""grader/course/exports.py in-process, on a gradebook built through nbgrader's API: the CSV
+"""grader/reports/exports.py in-process, on a gradebook built through nbgrader's API: the CSV
 columns and values, the LMS layouts, and the nbgrader export plugin writing the same file."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from fake_class import HOSTILE, LOST, MANUAL, NO_SUBMISSION, expected, make_class, make_gradebook
 from nbgrader.api import Gradebook
 
-from grader.course import exports, report
-from grader.course.exports import CanvasExportPlugin, GradientsExportPlugin, MoodleExportPlugin
 from grader.exercise import spec
+from grader.reports import exports, report
+from grader.reports.exports import CanvasExportPlugin, GradientsExportPlugin, MoodleExportPlugin
 
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
 # nbgrader's own add_submission makes SQLAlchemy warn; not this code's concern

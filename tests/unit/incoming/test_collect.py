@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from grader.course.collect import Placed, collect_zip, main
+from grader.incoming.collect import Placed, collect_zip, main
 
 NB = Path("backprop_ninja") / "backprop_ninja.ipynb"
 NOT_AN_ID = "is not a valid student id (an LMS user id is digits)"

@@ -1,4 +1,4 @@
-"""grader/course/intake.py in-process: links, devices and hard links in a submission folder are
+"""grader/incoming/intake.py in-process: links, devices and hard links in a submission folder are
 replaced before anything copies it; the kit's notes come only from the kit."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import os
 import nbformat
 import pytest
 
-from grader.course import intake
 from grader.exercise import spec
+from grader.incoming import intake
 from grader.preprocessors.rebuild_from_source import NOTE_MARK, rebuild
 
 NB = f"{spec.NOTEBOOK}.ipynb"

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from grader import settings
-from grader.course import preflight
+from grader.incoming import preflight
 
 ROOT = Path(__file__).resolve().parents[3]
 RELEASE_NB = ROOT / "release" / "backprop_ninja" / "backprop_ninja.ipynb"

@@ -1,4 +1,4 @@
-"""grader/course/preflight.py in-process: check_submission makes a submitted notebook
+"""grader/incoming/preflight.py in-process: check_submission makes a submitted notebook
 readable, or replaces it by the release notebook, and says why in its notes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.course import preflight
+from grader.incoming import preflight
 
 ROOT = Path(__file__).resolve().parents[3]
 RELEASE_NB = ROOT / "release" / "backprop_ninja" / "backprop_ninja.ipynb"

@@ -22,8 +22,8 @@ import stat
 from pathlib import Path
 
 from ..exercise import spec
+from ..quote import for_markdown
 from ..settings import report_dir
-from .quote import for_markdown
 
 # Files a browser would run if a TA opened them: the formgrader serves everything in a
 # submission's autograded folder from the TA's own origin. Not copied for grading.

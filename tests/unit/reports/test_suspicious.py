@@ -1,4 +1,4 @@
-"""grader/course/suspicious.py in-process, on fake replay records: reports/suspicious.json is one
+"""grader/reports/suspicious.py in-process, on fake replay records: reports/suspicious.json is one
 list, an entry per sign (a student, or two for a similar pair), grouped by student when printed."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from dataclasses import dataclass
 
 import pytest
 
-from grader.course import suspicious
-from grader.course.suspicious import Entry, by_student, collect_findings, main
 from grader.exercise import spec
+from grader.reports import suspicious
+from grader.reports.suspicious import Entry, by_student, collect_findings, main
 
 EX1 = [g.grade_id for g in spec.GRADED if g.exercise == 1]
 GRAD = "ex1_solution, line 1: reads .grad: dlogprobs = logprobs.grad"
 
 
 @dataclass
-class _Pair:  # what grader/course/similarity.py's similar_pairs returns
+class _Pair:  # what grader/reports/similarity.py's similar_pairs returns
     students: tuple[str, str]
     evidence: str
     grade_ids: list[str]
@@ -28,11 +28,11 @@ class _Pair:  # what grader/course/similarity.py's similar_pairs returns
 
 @pytest.fixture(autouse=True)
 def pairs(monkeypatch):
-    """A stand-in for grader/course/similarity.py, whether or not it exists yet."""
+    """A stand-in for grader/reports/similarity.py, whether or not it exists yet."""
     found: list[_Pair] = []
-    fake = types.ModuleType("grader.course.similarity")
+    fake = types.ModuleType("grader.reports.similarity")
     fake.similar_pairs = lambda course, **bounds: list(found)
-    monkeypatch.setitem(sys.modules, "grader.course.similarity", fake)
+    monkeypatch.setitem(sys.modules, "grader.reports.similarity", fake)
     return found
 
 
@@ -117,7 +117,7 @@ def test_student_text_cannot_reach_the_terminal(tmp_path, capsys):
 
 
 def test_a_missing_similarity_module_is_skipped(course, monkeypatch):
-    monkeypatch.setitem(sys.modules, "grader.course.similarity", None)  # import fails: not there
+    monkeypatch.setitem(sys.modules, "grader.reports.similarity", None)  # import fails: not there
     assert [e.kind for e in collect_findings(course)] == ["autograd", "tampering", "kernel", "tampering"]
     assert suspicious.grade_ids_text(EX1 + ["ex2_dlogits"]) == "ex1, ex2_dlogits"
     assert suspicious.grade_ids_text(EX1[:24] + ["other"]) == "24 of ex1's 26, other"

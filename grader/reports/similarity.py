@@ -1,5 +1,5 @@
 """For TAs: pairs of students whose answer code is too similar, with the evidence (printed by
-`python -m grader.course.similarity [COURSE]`). Copying never changes a grade.
+`python -m grader.reports.similarity [COURSE]`). Copying never changes a grade.
 
 Design: AST-normalised k-gram fingerprints with winnowing (Schleimer et al. 2003, as in MOSS),
 standard library only. Not copydetect: it maps every name to one token, losing the gradient
@@ -33,10 +33,10 @@ from pathlib import Path
 
 from ..exercise import spec
 from ..exercise.cells import nbgrader_meta, strip_magics
+from ..quote import for_log
 from ..settings import NOTEBOOK_BYTES
 from ..verdicts.budget import NOT_COMPARED, TOO_LARGE, Budget, OverBudget, for_cell, for_class, for_submission
 from .canonical import statements, tokens
-from .quote import for_log
 
 K = 10  # tokens per k-gram: about one short gradient line
 WINDOW = 4  # winnowing window: every common run of K + WINDOW - 1 tokens leaves a fingerprint

@@ -7,7 +7,7 @@ through nbgrader's API (so PostgreSQL gradebooks work too):
   order), then `ex1`..`ex4` (subtotals) and `total`. A student without a submission has
   empty grade-id cells and 0 subtotals, as nbgrader's own export scores them 0. Also an
   nbgrader export plugin:
-  `nbgrader export --exporter=grader.course.exports.GradientsExportPlugin [--to FILE]`.
+  `nbgrader export --exporter=grader.reports.exports.GradientsExportPlugin [--to FILE]`.
 - canvas.csv: Canvas's Gradebook import layout, the columns its own export has:
   "Student", "ID", "SIS User ID", "SIS Login ID", "Section", then one assignment column.
   Canvas matches a row to a user by ID, SIS User ID or SIS Login ID (one is enough); the
@@ -151,7 +151,7 @@ class GradientsExportPlugin(ExportPlugin):
 
 
 class CanvasExportPlugin(GradientsExportPlugin):
-    """canvas.csv from `nbgrader export --exporter=grader.course.exports.CanvasExportPlugin`."""
+    """canvas.csv from `nbgrader export --exporter=grader.reports.exports.CanvasExportPlugin`."""
 
     default_name = "canvas.csv"
 
@@ -160,7 +160,7 @@ class CanvasExportPlugin(GradientsExportPlugin):
 
 
 class MoodleExportPlugin(GradientsExportPlugin):
-    """moodle.csv from `nbgrader export --exporter=grader.course.exports.MoodleExportPlugin`."""
+    """moodle.csv from `nbgrader export --exporter=grader.reports.exports.MoodleExportPlugin`."""
 
     default_name = "moodle.csv"
 
