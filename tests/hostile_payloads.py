@@ -142,12 +142,12 @@ def daemons(tag: str) -> str:
 
 # ------------------------------------------------------------ 5. crafted result tensors
 # The replay runs as `python -I -m grader.untrusted.server`: its module is __main__, the kit's
-# other modules in a run are grader.untrusted.* (runner, record, ...; nothing else of the kit but
+# other modules in a run are grader.untrusted.* (runner, protocol, ...; nothing else of the kit but
 # grader.exercise is visible in the sandbox). Every function of theirs that is handed the run's
 # result tensors (a dict of tensors; not the inputs of manual_backward, which have `Xb`) gets
 # them replaced by `craft` first; `after` may rewrite what it returned or wrote (encode_frame's
 # frame). A function is replaced under every name these modules bind it to: the server calls
-# grader.untrusted.record's encode_frame by the name it imported.
+# its own encode_frame (in __main__) by its module's global name.
 _PATCH_REPLAY = dedent("""\
     import sys, torch
     if 'ipykernel' not in sys.modules:

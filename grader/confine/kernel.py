@@ -16,13 +16,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..untrusted.protocol import KERNEL_CONNECTION_FILE, SUBMISSION_INSIDE
 from .bwrap import WARNING, Sandbox, default_sandbox
 
 MAX_COPY_MB = 50  # a submission folder bigger than this is not copied whole into the scratch
 
 
-def _copy_submission(src: Path, dest: Path) -> list[str]:
-    """Regular files and folders only, never through a link, at most MAX_COPY_MB in all."""
+def copy_submission(src: Path, dest: Path) -> list[str]:
+    """The submission's folder as a kernel starts from it (a cold kernel's scratch here, the warm
+    server's inbox in warm.py, an allowed unsandboxed kernel's folder): regular files and folders
+    only, never through a link, at most MAX_COPY_MB in all. Returns what was left out, and why."""
     skipped, total = [], 0
     dest.mkdir(parents=True, exist_ok=True)
     for root, dirs, files in os.walk(src, followlinks=False):
@@ -44,7 +47,6 @@ def _copy_submission(src: Path, dest: Path) -> list[str]:
 
 
 KERNEL_DIR_PREFIX = "bn-kernel-"
-SUBMISSION_INSIDE = "/run/submission"  # the read-only copy the kernel's folder is filled from
 
 
 def make_kernel_dir(runtime_root: str) -> Path:
@@ -111,14 +113,14 @@ def kernel_main(connection_file: str) -> int:
 def _run_kernel(sandbox: Sandbox, home: Path, conn: dict) -> int:
     sandbox, lease = sandbox.with_own_user()  # held while this launcher lives
     cwd, scratch, ipc = Path.cwd(), home / "scratch", home / "ipc"
-    for note in _copy_submission(cwd, scratch):
+    for note in copy_submission(cwd, scratch):
         print(f"sandbox: not copied into the kernel's folder: {note}", file=sys.stderr)
-    (scratch / ".kernel-connection.json").write_text(json.dumps(conn))
-    os.chmod(scratch / ".kernel-connection.json", 0o644)  # only this sandbox sees scratch/
+    (scratch / KERNEL_CONNECTION_FILE).write_text(json.dumps(conn))
+    os.chmod(scratch / KERNEL_CONNECTION_FILE, 0o644)  # only this sandbox sees scratch/
     sandbox.give(ipc)
     fill = ["sh", "-c", 'cp -R "$0"/. . 2>/dev/null; exec "$@"', SUBMISSION_INSIDE]
     cmd = sandbox.command(
-        fill + KERNEL + [str(cwd / ".kernel-connection.json")],
+        fill + KERNEL + [str(cwd / KERNEL_CONNECTION_FILE)],
         writable={str(ipc): str(ipc)},
         readonly={str(scratch): SUBMISSION_INSIDE},
         scratch=str(cwd),

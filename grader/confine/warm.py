@@ -27,10 +27,10 @@ from pathlib import Path
 
 from jupyter_client.provisioning import LocalProvisioner
 
+from ..untrusted.protocol import IPC_INSIDE, SUBMISSION_INSIDE, KernelStart
 from .bwrap import default_sandbox, inside_environment
-from .kernel import SUBMISSION_INSIDE, _copy_submission
+from .kernel import copy_submission
 
-IPC_INSIDE = "/run/kernel-ipc"  # must match grader/untrusted/zygote.py
 DATA_INSIDE = "/run/prefix-data"  # where the server runs the notebook's first cells
 START_SECONDS = 120  # torch's import on a loaded machine
 
@@ -115,13 +115,13 @@ class WarmServer:
     def start_kernel(self, *, connection: dict, cwd: str, env: dict) -> WarmKernel:
         for entry in self.inbox.iterdir():  # the previous submission's files
             shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-        for note in _copy_submission(Path(cwd), self.inbox):
+        for note in copy_submission(Path(cwd), self.inbox):
             print(f"sandbox: not copied into the kernel's folder: {note}", file=sys.stderr)
         self._end_previous()
         _empty_folder(self.ipc)  # what the kernel before left among its sockets
         self.exit_code = None
         (self.home / "server.log").write_bytes(b"")
-        request = {
+        request: KernelStart = {
             "connection": connection,
             "cwd": cwd,
             "stage": str(self.stage),

@@ -26,7 +26,7 @@ from traitlets.config import Config
 
 from ..confine import make_kernel_dir, users
 from ..confine.bwrap import Limits, inside_environment, sandbox_status
-from ..confine.kernel import _copy_submission
+from ..confine.kernel import copy_submission
 from ..confine.probe import ALLOW_ENV, SandboxUnavailable, refusal, warning
 from ..settings import course_config
 
@@ -137,7 +137,7 @@ class UnsandboxedProvisioner(LocalProvisioner):
         self.lease = users.claim()
         uid, home = self.lease.uid, self.home
         scratch, private = home / "scratch", home / "home"
-        _copy_submission(Path(kwargs.get("cwd") or os.getcwd()), scratch)
+        copy_submission(Path(kwargs.get("cwd") or os.getcwd()), scratch)
         private.mkdir(mode=0o700)
         _chown_tree(home, uid)  # the connection file too, written by the grader before the launch
         kwargs["cwd"] = str(scratch)

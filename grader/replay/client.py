@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..confine import Sandbox
-from ..untrusted.record import MAX_FRAME_BYTES
+from ..untrusted.protocol import BLOCK, MAX_FRAME_BYTES, AnswerHeader, RunRequest, ServerHello
 
 Launcher = Callable[[list[str]], subprocess.Popen]
 # -I: nothing from the current folder, PYTHONPATH or the user's site-packages is imported
@@ -104,7 +104,8 @@ class ReplayServer:
         os.chmod(self.home / "names.txt", 0o444)
         self._buf = bytearray()
         self.proc = self.launcher(SERVER_COMMAND)
-        self._send({"prefix": self.prefix, "data_dir": str(self.home)})
+        hello: ServerHello = {"prefix": self.prefix, "data_dir": str(self.home)}
+        self._send(hello)
         ready = json.loads(self._line(time.monotonic() + 120.0))
         if not ready.get("ready"):
             self.close()
@@ -117,11 +118,11 @@ class ReplayServer:
         run: str,
         names_txt: Path,
         timeout: float,
-        autograd: str = "block",
+        autograd: str = BLOCK,
         statement_seconds: float | None = None,
     ) -> tuple[str, bytes | None, float | None]:
         """(status, the run's result frame or None, the run's CPU seconds as the kernel counted
-        them). `autograd`: "block", "watch" or "open" (grader/untrusted/autograd_guard.py);
+        them). `autograd`: one of the protocol's GUARD_MODES (grader/untrusted/autograd_guard.py);
         `statement_seconds`: this run's, if not the plan's."""
         if self.proc is not None and (self.proc.poll() is not None or self._stray_bytes()):
             self.close()  # died, or said something nobody asked for
@@ -129,15 +130,22 @@ class ReplayServer:
             self._start(names_txt)
         nonce = secrets.token_hex(16)
         try:
-            request = {"workdir": str(workdir), "run": run, "timeout": timeout, "nonce": nonce}
-            self._send(dict(request, autograd=autograd, statement_seconds=statement_seconds))
+            request: RunRequest = {
+                "workdir": str(workdir),
+                "run": run,
+                "timeout": timeout,
+                "nonce": nonce,
+                "autograd": autograd,
+                "statement_seconds": statement_seconds,
+            }
+            self._send(request)
             return self._answer(nonce, time.monotonic() + timeout + 30.0)
         except (OSError, ValueError, TimeoutError, ProtocolError) as e:
             self.close()  # a submission that takes the server down costs only itself
             return f"the replay server stopped: {e}", None, None
 
     def _answer(self, nonce: str, deadline: float) -> tuple[str, bytes | None, float | None]:
-        header = json.loads(self._line(deadline))
+        header: AnswerHeader = json.loads(self._line(deadline))
         if not isinstance(header, dict) or header.get("nonce") != nonce:
             raise ProtocolError("its answer did not match the request")
         size, status = header.get("size"), header.get("status")

@@ -1,6 +1,6 @@
 """The replay plan: which of the notebook's cells a replay runs, re-seeded for the student,
 and in which order the runs go. Trusted side; the plan travels to the runs as data
-(grader/untrusted/record.py's ReplayPlan)."""
+(grader/untrusted/protocol.py's ReplayPlan), and the runs by the protocol's names."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ from ..exercise import network, spec
 from ..exercise.cells import nbgrader_meta, strip_magics
 from ..reference import steps
 from ..settings import JudgeSettings
-from ..untrusted.record import PlanCell
+from ..untrusted.protocol import AS_SUBMITTED, EX3, LOCAL, PlanCell, parse_run_name, run_name_local
 
 EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
-AS_SUBMITTED = "main"  # the student's notebook as it is, on the fresh inputs
 
 
 class _Reseed(ast.NodeTransformer):
@@ -89,18 +88,21 @@ def run_order() -> list[str]:
     gradient in backward order, exercise 3's (given dhpreact) before anything gets dhprebn."""
     names = [g.name for g in EX1 if steps.upstream(g.target)]
     cut = names.index("dhprebn") + 1
-    return (
-        [AS_SUBMITTED] + [f"local:{x}" for x in names[:cut]] + ["ex3"] + [f"local:{x}" for x in names[cut:]]
-    )
+    return [
+        AS_SUBMITTED,
+        *(run_name_local(x) for x in names[:cut]),
+        EX3,
+        *(run_name_local(x) for x in names[cut:]),
+    ]
 
 
 def with_correct_inputs(run: str, grads: dict) -> dict:
     """The correct values a run is handed: none for the notebook as submitted; every upstream
     gradient for a gradient's own rule ("local:dX"); dhpreact for exercise 3 ("ex3")."""
-    kind, _, name = run.partition(":")
-    if kind == "local":
+    kind, name = parse_run_name(run)
+    if kind == LOCAL:
         return {"d" + t: grads[t] for t in steps.upstream(name[1:])}
-    return {"dhpreact": grads["hpreact"]} if kind == "ex3" else {}
+    return {"dhpreact": grads["hpreact"]} if kind == EX3 else {}
 
 
 def kernel_prefix(cells) -> list[str]:

@@ -1,7 +1,8 @@
 """A replay run's result, checked before the judge computes anything with it.
 
 The replay is untrusted: a run that replaces its writer can send any bytes. A result is
-one frame (grader/untrusted/record.py's encode_frame): a RunRecord as JSON, then the tensors. Here the
+one frame (grader/untrusted/server.py's encode_frame; grader/untrusted/protocol.py defines it): a
+RunRecord as JSON, then the tensors. Here the
 frame's size, the meta record's schema and the tensor archive's layout are checked first;
 only then does torch unpickle it (plain tensors only), and each tensor must be a plain,
 compact float32 tensor of a shape the judge expects for its key. A malformed frame costs its
@@ -17,15 +18,26 @@ import torch
 
 from ..exercise import spec
 from ..exercise.compare import MISSING, Foreign
-from ..untrusted.record import MAX_FRAME_BYTES, META_HEADER, RunRecord
+from ..untrusted.protocol import (
+    EVENT_KINDS,
+    EX4,
+    MAX_EVENTS,
+    MAX_FRAME_BYTES,
+    META_HEADER,
+    STATUS_OK,
+    TRAINED,
+    VALUE_KINDS,
+    RunRecord,
+    parse_value_key,
+    value_key,
+)
 from .tensors import MAX_NAME, BadFrame, Expect, load_tensors
 
 EX1_CELL = spec.ANSWER_CELLS[1]
 
 MAX_META_BYTES = 2 * 1024 * 1024
 MAX_STR = 1000  # the replay cuts its own messages at 300
-MAX_NAMES, MAX_ERRORS, MAX_ALIASES, MAX_N_AT, MAX_EVENTS, MAX_CPU = 2000, 1000, 200, 16, 50, 200
-KINDS = ("missing", "none", "other", "tensor")
+MAX_NAMES, MAX_ERRORS, MAX_ALIASES, MAX_N_AT, MAX_CPU = 2000, 1000, 200, 16, 200
 
 
 def expected_shapes(fresh) -> dict[str, Expect]:
@@ -49,12 +61,12 @@ def expected_shapes(fresh) -> dict[str, Expect]:
         ref = (ex4_reference if g.exercise == 4 else grads)[g.target]
         expect = Expect(tuple(ref.shape), False, max(ref.numel(), room[4 if g.exercise == 4 else 1]))
         if g.exercise == 4:
-            out[f"ex4/{g.name}"] = expect
+            out[value_key(EX4, g.name)] = expect
             continue
-        out[f"{spec.ANSWER_CELLS[g.exercise]}/{g.name}"] = expect
-        out[g.name] = expect  # the per-gradient runs and exercise 3's run name it bare
+        out[value_key(spec.ANSWER_CELLS[g.exercise], g.name)] = expect
+        out[value_key(None, g.name)] = expect  # the per-gradient runs and exercise 3's run name it bare
     for k in spec.PARAMETERS:  # the replay's own loop shapes them: exactly
-        out[f"train/{k}"] = Expect(tuple(train[k].shape), True, train[k].numel())
+        out[value_key(TRAINED, k)] = Expect(tuple(train[k].shape), True, train[k].numel())
     return out
 
 
@@ -78,7 +90,7 @@ class RunResult:
 
     def value(self, key: str):
         if key in self.rejected:
-            return Unusable(key.rpartition("/")[2], self.rejected[key])
+            return Unusable(parse_value_key(key)[1], self.rejected[key])
         info = self.meta.get("values", {}).get(key)
         if info is None or info["kind"] == "missing":
             return MISSING
@@ -94,14 +106,16 @@ def parse_frame(
 ) -> RunResult:
     """The run's result, or a RunResult without values that says why there is none."""
     if not frame:
-        return RunResult(status if status != "ok" else "ended without a result (exit or crash)", cpu=cpu)
+        return RunResult(status if status != STATUS_OK else "ended without a result (exit or crash)", cpu=cpu)
     try:
         meta, blob = split_frame(frame)
         meta = check_meta(meta, expected)
         tensors, rejected = load_tensors(blob, expected)
     except Exception as e:  # anything unforeseen in untrusted bytes costs this run, not the batch
         reason = str(e) if isinstance(e, BadFrame) else f"unreadable: {type(e).__name__}"
-        return RunResult(status if status != "ok" else f"returned an unusable result ({reason})", cpu=cpu)
+        return RunResult(
+            status if status != STATUS_OK else f"returned an unusable result ({reason})", cpu=cpu
+        )
     return RunResult(status, meta, tensors, rejected, cpu)
 
 
@@ -140,7 +154,7 @@ def _dict(v, where: str) -> dict:
 
 def _value_info(v, where: str) -> dict:
     v = _dict(v, where)
-    kind = _is(v.get("kind"), f"{where}.kind", v.get("kind") in KINDS, f"one of {KINDS}")
+    kind = _is(v.get("kind"), f"{where}.kind", v.get("kind") in VALUE_KINDS, f"one of {VALUE_KINDS}")
     return {"kind": kind, **({"type": _name(v["type"], where)} if "type" in v else {})}
 
 
@@ -153,9 +167,6 @@ def _error(v, where: str) -> dict:
         "line": _is(line, where, line is None or type(line) is int, "a line number"),
         "assigns": _list(v.get("assigns", []), where, MAX_NAMES, _name),
     }
-
-
-EVENT_KINDS = ("call", "bypass", "tamper", "refused")
 
 
 def _event(v, where: str) -> dict:

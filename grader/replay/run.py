@@ -17,11 +17,24 @@ import torch
 from ..exercise.verdict import compare_gradient
 from ..reference.inputs import FreshInputs
 from ..settings import JudgeSettings
-from ..untrusted.autograd_guard import BLOCK, OPEN, WATCH
-from ..untrusted.record import ReplayPlan
+from ..untrusted.protocol import (
+    AS_SUBMITTED,
+    BLOCK,
+    EX3,
+    INJECT_FILE,
+    INPUTS_FILE,
+    OPEN,
+    PLAN_FILE,
+    STATUS_OK,
+    STATUS_TIMED_OUT,
+    WATCH,
+    ReplayPlan,
+    parse_run_name,
+    value_key,
+)
 from . import results
 from .client import Launcher, exchange_root, launch_plain, server_for
-from .plan import AS_SUBMITTED, EX1, run_order, warm_prefix, with_correct_inputs
+from .plan import EX1, run_order, warm_prefix, with_correct_inputs
 from .results import RunResult
 
 
@@ -59,8 +72,8 @@ def write_plan(work: Path, cells: list, fresh: FreshInputs, settings: JudgeSetti
         "statement_seconds": settings.statement_seconds,
         "run_tmp_mb": settings.run_tmp_mb,
     }
-    (work / "plan.json").write_text(json.dumps(plan))
-    torch.save({"ex4": fresh.ex4_inputs, "train": fresh.train}, work / "inputs.pt")
+    (work / PLAN_FILE).write_text(json.dumps(plan))
+    torch.save({"ex4": fresh.ex4_inputs, "train": fresh.train}, work / INPUTS_FILE)
 
 
 def run_replay(
@@ -91,7 +104,7 @@ def run_replay(
             nonlocal timeout
             if time.perf_counter() - t0 > settings.total_timeout:
                 return RunResult(f"not run: the submission's {settings.total_timeout:g} s were used up")
-            torch.save(with_correct_inputs(run, fresh.grads), work / "inject.pt")
+            torch.save(with_correct_inputs(run, fresh.grads), work / INJECT_FILE)
             status, frame, cpu = server.replay(
                 work,
                 run=run,
@@ -100,7 +113,7 @@ def run_replay(
                 autograd=autograd,
                 statement_seconds=statement_seconds,
             )
-            if status.startswith("timed out"):
+            if status.startswith(STATUS_TIMED_OUT):
                 timeout = min(timeout, 5.0)  # a looping answer loops in every run: cap the rest
             return results.parse_frame(frame, status, expected, cpu)
 
@@ -115,9 +128,9 @@ def run_replay(
             counterpart = one(AS_SUBMITTED, WATCH, 3 * settings.statement_seconds) if reached else None
         else:
             counterpart = one(AS_SUBMITTED, BLOCK)
-        (work / "inject.pt").unlink(missing_ok=True)
+        (work / INJECT_FILE).unlink(missing_ok=True)
         runs.update({name: RunResult("skipped") for name in run_order() if name not in runs})
-        fine = ("ok", "skipped")
+        fine = (STATUS_OK, "skipped")
         problems = [f"run {k}: {r.status}" for k, r in runs.items() if r.status not in fine]
         seconds = time.perf_counter() - t0
         return ReplayOutput(runs, seconds, "; ".join(problems) or None, mode, counterpart)
@@ -131,7 +144,7 @@ def _runs_that_matter(as_submitted: RunResult, fresh: FreshInputs) -> list[str]:
         g.name
         for g in EX1
         if not compare_gradient(
-            g, as_submitted.value(f"{results.EX1_CELL}/{g.name}"), fresh.grads[g.target]
+            g, as_submitted.value(value_key(results.EX1_CELL, g.name)), fresh.grads[g.target]
         ).ok
     }
-    return [r for r in run_order()[1:] if r == "ex3" or r.partition(":")[2] in failed]
+    return [r for r in run_order()[1:] if r == EX3 or parse_run_name(r)[1] in failed]

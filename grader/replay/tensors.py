@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..untrusted.record import MAX_FRAME_BYTES
+from ..untrusted.protocol import MAX_FRAME_BYTES
 
 MAX_PICKLE_BYTES = 256 * 1024  # the archive's index of tensors: a few kB when honest
 MAX_ENTRY_BYTES = 8 * 1024 * 1024  # one tensor: a too-big one is refused by key, not by frame

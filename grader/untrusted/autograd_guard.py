@@ -45,9 +45,7 @@ import torch
 
 from . import derivative_block
 from .derivative_block import AutogradUnavailable
-
-BLOCK, WATCH, OPEN = "block", "watch", "open"
-MAX_EVENTS = 50
+from .protocol import BLOCK, MAX_EVENTS, OPEN, WATCH  # noqa: F401 (the modes install() takes)
 
 # Python entry points a blocked run replaces, module by module: each refuses and says why.
 ENTRY_POINTS = {
@@ -134,7 +132,7 @@ REFUSED = frozenset(
 
 class Guard:
     """One blocked run's notes, as the runner sees them: `events` is what the run's record
-    reports (record.py's AutogradEvent), `where` the statement running (the runner sets it).
+    reports (protocol.py's AutogradEvent), `where` the statement running (the runner sets it).
     Nothing here keeps autograd off: editing it can hide a note, nothing more."""
 
     def __init__(self):

@@ -13,7 +13,6 @@ only what depends on it.
 from __future__ import annotations
 
 import ast
-import os
 import resource
 import signal
 
@@ -25,9 +24,21 @@ from ..exercise.compare import MISSING
 from .autograd_guard import Guard
 from .backward_call import BackwardFailed, accepted_arguments, call_manual_backward, raised
 from .derivative_block import UNAVAILABLE
-from .record import ReplayPlan, RunInputs, RunRecord, ValueInfo
+from .protocol import (
+    AS_SUBMITTED,
+    EX3,
+    EX4,
+    LOCAL,
+    TRAINED,
+    TRAINING_CPU,
+    ReplayPlan,
+    RunInputs,
+    RunRecord,
+    ValueInfo,
+    parse_run_name,
+    value_key,
+)
 
-_real_exit = os._exit  # the harness's own; a student's os._exit only ends a statement
 _setitimer = signal.setitimer  # a blocked run's signal module refuses
 
 
@@ -48,10 +59,6 @@ SNAPSHOT = {
 
 class StatementTimeout(BaseException):
     """A statement ran too long (an infinite loop): it is stopped, the next one runs."""
-
-
-def _student_exit(code=0):
-    raise SystemExit(f"os._exit({code}) called")
 
 
 class NoIPython:
@@ -154,12 +161,12 @@ class Runner:
         meta: RunRecord = {"values": {}, "names": [], "aliases": [], "n_at": {}}
         tensors: dict = {}
         cells = self.plan["cells"][self.plan["first_answer"] :]
-        kind, _, target = name.partition(":")
+        kind, target = parse_run_name(name)
         for cell in cells:
             gid = cell.get("grade_id")
             if gid in SNAPSHOT or gid == spec.ANSWER_CELLS[4]:
                 meta["n_at"][gid] = ns.get("n") if isinstance(ns.get("n"), int) else repr(ns.get("n"))[:40]
-            if kind == "local":
+            if kind == LOCAL:
                 if gid == spec.ANSWER_CELLS[1]:
                     self.run_cell(ns, cell, self.inputs["inject"])
                     self._snapshot(ns, [target], meta, tensors)
@@ -169,34 +176,36 @@ class Runner:
             if gid in (spec.ANSWER_CELLS[2], spec.ANSWER_CELLS[3]):
                 for name in SNAPSHOT[gid]:  # exercises 2 and 3 must compute it themselves
                     ns.pop(name, None)
-            if kind == "ex3" and gid == spec.ANSWER_CELLS[3]:
+            if kind == EX3 and gid == spec.ANSWER_CELLS[3]:
                 self.run_cell(ns, cell, {"dhpreact": self.inputs["inject"]["dhpreact"]})
                 self._snapshot(ns, ["dhprebn"], meta, tensors)
                 return meta, tensors
             self.run_cell(ns, cell)
-            if kind == "main" and gid in SNAPSHOT:
-                self._snapshot(ns, SNAPSHOT[gid], meta, tensors, prefix=f"{gid}/")
+            if kind == AS_SUBMITTED and gid in SNAPSHOT:
+                self._snapshot(ns, SNAPSHOT[gid], meta, tensors, where=gid)
                 self.send_checkpoint(meta, tensors)
-        if kind == "main":
+        if kind == AS_SUBMITTED:
             meta["names"] = sorted(k for k in ns if isinstance(k, str) and not k.startswith("_"))[:2000]
             self._exercise4(ns, meta, tensors)
         return meta, tensors
 
-    def _snapshot(self, ns, names, meta, tensors, prefix=""):
+    def _snapshot(self, ns, names, meta, tensors, where=None):
+        """`names` as they are now, under value_key(where, name) (bare when `where` is None)."""
         seen = {}
         for name in names:
+            key = value_key(where, name)
             value = ns.get(name, MISSING)
             if value is MISSING:
-                meta["values"][prefix + name] = {"kind": "missing"}
+                meta["values"][key] = {"kind": "missing"}
                 continue
             info, t = _export(value)
-            meta["values"][prefix + name] = info
+            meta["values"][key] = info
             if t is not None:
-                tensors[prefix + name] = t
-                key = (value.data_ptr(), tuple(value.shape), tuple(value.stride()))
-                if key in seen and value.numel():  # one tensor under two names (a .view is fine)
-                    meta["aliases"].append([seen[key], name])
-                seen.setdefault(key, name)
+                tensors[key] = t
+                same = (value.data_ptr(), tuple(value.shape), tuple(value.stride()))
+                if same in seen and value.numel():  # one tensor under two names (a .view is fine)
+                    meta["aliases"].append([seen[same], name])
+                seen.setdefault(same, name)
 
     def _exercise4(self, ns, meta, tensors):
         fn = ns.get(spec.EX4_FUNCTION)
@@ -217,10 +226,11 @@ class Runner:
         finally:
             self.spent(spec.EX4_FUNCTION, _cpu() - started)
         for pname, value in zip(spec.PARAMETERS, out):
+            key = value_key(EX4, f"d{pname}")
             info, t = _export(value)
-            meta["values"][f"ex4/d{pname}"] = info
+            meta["values"][key] = info
             if t is not None:
-                tensors[f"ex4/d{pname}"] = t
+                tensors[key] = t
         self._train(fn, meta, tensors)
 
     def _train(self, fn, meta, tensors):
@@ -244,9 +254,9 @@ class Runner:
             meta["train_error"] = f"training raised {type(e).__name__}: {e}"[:300]
             return
         finally:
-            self.spent("training", _cpu() - started)
+            self.spent(TRAINING_CPU, _cpu() - started)
         for k, t in params.items():
-            tensors[f"train/{k}"] = (
+            tensors[value_key(TRAINED, k)] = (
                 t.detach().as_subclass(torch.Tensor).to(torch.float32).clone().contiguous()
             )
 

@@ -7,6 +7,7 @@ a pipe of its own, bounded, and is relayed to the judge with the request's nonce
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import select
@@ -19,24 +20,49 @@ from pathlib import Path
 import torch
 
 from . import autograd_guard, derivative_block, isolation
-from .record import (
-    FRAME_HEADER,
+from .isolation import real_exit
+from .protocol import (
+    BLOCK,
+    GUARD_MODES,
+    INJECT_FILE,
+    INPUTS_FILE,
     MAX_FRAME_BYTES,
-    MAX_RUN_BYTES,
+    META_HEADER,
+    PLAN_FILE,
+    STATUS_OK,
+    AnswerHeader,
     ReplayPlan,
     RunInputs,
     RunRecord,
-    encode_frame,
+    RunRequest,
+    ServerHello,
+    timed_out,
 )
-from .runner import NoIPython, Runner, _real_exit, _student_exit
+from .runner import NoIPython, Runner
 
+FRAME_HEADER = struct.Struct(">Q")  # a run's pipe to the server: size, then the frame
+MAX_RUN_BYTES = 4 * MAX_FRAME_BYTES  # all a run may send (checkpoints included)
 CPU = struct.Struct(">d")
 _RUNNER_PID: int | None = None  # the run's own process: a process the student forks sends nothing
 
 
+def encode_frame(record: RunRecord, tensors: dict[str, torch.Tensor]) -> bytes:
+    """One result (protocol.py's frame): the record as JSON, then the tensors as torch.save
+    writes them."""
+    blob = io.BytesIO()
+    torch.save(tensors, blob)
+    meta_json = json.dumps(record, default=str).encode()
+    return META_HEADER.pack(len(meta_json)) + meta_json + blob.getvalue()
+
+
+def _student_exit(code=0):
+    """A run's os._exit: it ends only the statement that called it."""
+    raise SystemExit(f"os._exit({code}) called")
+
+
 def _forked_by_the_student() -> None:
     # in a child of the student's os.fork(): os._exit ends it, as anywhere else
-    os._exit = _real_exit
+    os._exit = real_exit
 
 
 def _write(channel: int, record: RunRecord, tensors: dict) -> None:
@@ -53,9 +79,9 @@ def _write(channel: int, record: RunRecord, tensors: dict) -> None:
 def read_run_inputs(work: Path) -> tuple[ReplayPlan, RunInputs]:
     """The plan and the inputs of one run. WORK/inject.pt holds exactly the correct values
     this run is handed, nothing more."""
-    plan = json.loads((work / "plan.json").read_text())
-    inputs = torch.load(work / "inputs.pt", weights_only=True)
-    inputs["inject"] = torch.load(work / "inject.pt", weights_only=True)
+    plan = json.loads((work / PLAN_FILE).read_text())
+    inputs = torch.load(work / INPUTS_FILE, weights_only=True)
+    inputs["inject"] = torch.load(work / INJECT_FILE, weights_only=True)
     return plan, inputs
 
 
@@ -65,7 +91,7 @@ def replay_run(
     run: str,
     channel: int,
     warm: tuple[list, dict] | None = None,
-    autograd: str = autograd_guard.BLOCK,
+    autograd: str = BLOCK,
     statement_seconds: float | None = None,
 ) -> None:
     """One run of one submission, in this (freshly forked, isolated) process: the setup cells
@@ -90,7 +116,7 @@ def replay_run(
     _write(channel, record, tensors)
 
 
-def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
+def _run_child(req: RunRequest, warm, channel: int, pid_pipe: int) -> int:
     """The forked child: new namespaces, then the run itself as PID 1 of them. Returns the
     run's exit status for the server (128 + signal when it was killed)."""
     os.setpgid(0, 0)
@@ -115,18 +141,14 @@ def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
             _RUNNER_PID = os.getpid()
             os.register_at_fork(after_in_child=_forked_by_the_student)
             os._exit = _student_exit
-            mode = (
-                req["autograd"]
-                if req.get("autograd") in (autograd_guard.WATCH, autograd_guard.OPEN)
-                else autograd_guard.BLOCK
-            )
+            mode = req["autograd"] if req.get("autograd") in GUARD_MODES else BLOCK
             seconds = req.get("statement_seconds")
             seconds = float(seconds) if type(seconds) in (int, float) and 0 < seconds < 3600 else None
             replay_run(plan, inputs, req["run"], channel, warm, mode, seconds)
         except BaseException:  # noqa: BLE001
             code = 1
         finally:
-            _real_exit(code)
+            real_exit(code)
     os.close(channel)
     os.write(pid_pipe, struct.pack(">iB", run_pid, isolated))
     _, status, usage = os.wait4(run_pid, 0)
@@ -136,7 +158,7 @@ def _run_child(req: dict, warm, channel: int, pid_pipe: int) -> int:
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def _one_run(req: dict, warm) -> tuple[str, bytes | None, float | None]:
+def _one_run(req: RunRequest, warm) -> tuple[str, bytes | None, float | None]:
     """Fork, let the child run, read what it sends (bounded), and make sure nothing of it
     is left: killing the run's PID 1 ends its whole namespace."""
     results_r, results_w = os.pipe()
@@ -149,7 +171,7 @@ def _one_run(req: dict, warm) -> tuple[str, bytes | None, float | None]:
             os.close(pid_r)
             code = _run_child(req, warm, results_w, pid_w)
         finally:
-            _real_exit(code)
+            real_exit(code)
     os.close(results_w)
     os.close(pid_w)
     info = os.read(pid_r, 5)
@@ -196,7 +218,7 @@ def _collect(pid: int, results: int, timeout: float) -> tuple[str, bytes | None]
         if status is not None and eof:
             return status, last
         if time.monotonic() > deadline:
-            return status or f"timed out after {timeout:g} s", last
+            return status or timed_out(timeout), last
         ready, _, _ = select.select([results], [], [], 0.01)
         if ready and not eof:
             chunk = os.read(results, 1 << 20)
@@ -214,7 +236,7 @@ _TOO_BIG = b""
 
 
 def _status(code: int) -> str:
-    return "ok" if code == 0 else (f"killed by signal {code - 128}" if code > 128 else f"exit {code}")
+    return STATUS_OK if code == 0 else (f"killed by signal {code - 128}" if code > 128 else f"exit {code}")
 
 
 def _frames(buf: bytearray, last):
@@ -235,10 +257,11 @@ def serve() -> int:
     one run of one submission. The judge sends the runs one by one, so no run can see data
     meant for a later one.
 
-    Protocol, on stdin one JSON object a line: first {"prefix": cells, "data_dir": path},
-    then requests {"workdir", "run", "timeout", "nonce"}. On the original stdout, for each:
-    a JSON header line {"nonce", "status", "size"} and then `size` bytes, the run's last
-    result frame (encode_frame). No run can write here: it holds none of these pipes."""
+    Protocol (protocol.py), on stdin one JSON object a line: first a ServerHello {"prefix":
+    cells, "data_dir": path}, then RunRequests {"workdir", "run", "timeout", "nonce", ...}. On
+    the original stdout {"ready": true, "errors"} once, then for each request an AnswerHeader
+    line {"nonce", "status", "size", "cpu"} and `size` bytes, the run's last result frame
+    (encode_frame). No run can write here: it holds none of these pipes."""
     isolation.not_dumpable()
     proto = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # anything printed by the setup cells goes to stderr
@@ -246,7 +269,7 @@ def serve() -> int:
     torch.set_num_threads(1)  # fork-safe, and one core per replay
     torch.set_grad_enabled(False)  # no autograd to copy answers from
     autograd_guard.preload()  # what each run's guard replaces, imported once
-    hello = json.loads(sys.stdin.readline())
+    hello: ServerHello = json.loads(sys.stdin.readline())
     os.chdir(hello["data_dir"])
     runner = Runner({"cells": hello["prefix"], "first_answer": len(hello["prefix"])}, {})
     ns0 = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
@@ -254,10 +277,10 @@ def serve() -> int:
     derivative_block.install()  # torch's derivative code off for every run forked from here
     proto.write((json.dumps({"ready": True, "errors": runner.errors}) + "\n").encode())
     for line in sys.stdin:
-        req = json.loads(line)
+        req: RunRequest = json.loads(line)
         status, frame, cpu = _one_run(req, warm)
         frame = frame or b""
-        header = {"nonce": req.get("nonce"), "status": status, "size": len(frame), "cpu": cpu}
+        header: AnswerHeader = {"nonce": req.get("nonce"), "status": status, "size": len(frame), "cpu": cpu}
         proto.write((json.dumps(header) + "\n").encode() + frame)
     return 0
 

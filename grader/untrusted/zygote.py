@@ -38,12 +38,9 @@ import numpy
 import torch  # noqa: F401
 
 from . import isolation
+from .isolation import real_exit
 from .kernel_prefix import Prefix
-
-SUBMISSION_INSIDE = "/run/submission"
-IPC_INSIDE = "/run/kernel-ipc"  # the socket folder's second place (grader/confine/warm.py)
-CONNECTION_FILE = ".kernel-connection.json"
-_real_exit = os._exit
+from .protocol import IPC_INSIDE, KERNEL_CONNECTION_FILE, SUBMISSION_INSIDE, KernelStart
 
 
 def _copy_tree(src: str, dest: str) -> None:
@@ -58,7 +55,7 @@ def _copy_tree(src: str, dest: str) -> None:
                     fout.write(chunk)
 
 
-def _private_folders(req: dict) -> None:
+def _private_folders(req: KernelStart) -> None:
     """A clean slate, as a replay run gets: a fresh /tmp (which is HOME, so also a fresh IPython
     and matplotlib folder), on which only what the sandbox mounts under /tmp is shown again
     (isolation.fresh_tmp_keeping_mounts: a kit or virtualenv kept there, the socket folder),
@@ -78,7 +75,7 @@ def _private_folders(req: dict) -> None:
         os.makedirs(cwd, mode=0o755, exist_ok=True)
         os.chmod(cwd, 0o1777)  # as the cold kernel's tmpfs folder
         _copy_tree(SUBMISSION_INSIDE, cwd)
-        path = os.path.join(cwd, CONNECTION_FILE)
+        path = os.path.join(cwd, KERNEL_CONNECTION_FILE)
         with open(path, "w") as f:
             json.dump(req["connection"], f)
         os.chmod(path, 0o644)
@@ -107,7 +104,7 @@ def _limit_cpu(seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
 
 
-def _run_kernel(req: dict, log_fd: int, prefix: Prefix) -> None:
+def _run_kernel(req: KernelStart, log_fd: int, prefix: Prefix) -> None:
     """PID 1 of the kernel's namespaces, once its folders are ready: its limits, then the kernel."""
     os.chdir(req["cwd"])
     isolation.close_other_fds({log_fd})
@@ -123,7 +120,7 @@ def _run_kernel(req: dict, log_fd: int, prefix: Prefix) -> None:
     sys.argv = [
         importlib.util.find_spec("ipykernel_launcher").origin,
         "-f",
-        os.path.join(req["cwd"], CONNECTION_FILE),
+        os.path.join(req["cwd"], KERNEL_CONNECTION_FILE),
     ]
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
@@ -144,7 +141,7 @@ def _run_kernel(req: dict, log_fd: int, prefix: Prefix) -> None:
 READY = b"ok"  # what a kernel says once its folders are ready; anything else is why not
 
 
-def _kernel_main(req: dict, log_fd: int, ready_w: int, prefix: Prefix) -> int:
+def _kernel_main(req: KernelStart, log_fd: int, ready_w: int, prefix: Prefix) -> int:
     """The kernel: its clean slate first, said on `ready_w` (or why there is none, and no kernel
     runs); then the kernel itself. Its exit code."""
     try:
@@ -172,7 +169,7 @@ def _read_all(fd: int) -> bytes:
     return data
 
 
-def _fork_kernel(req: dict, prefix: Prefix) -> tuple[int, int | None, str]:
+def _fork_kernel(req: KernelStart, prefix: Prefix) -> tuple[int, int | None, str]:
     """(the kernel's parent, in the server's namespaces; the kernel, PID 1 of its own; READY, or
     why the kernel has no clean slate). The parent's exit status is the kernel's."""
     pid_r, pid_w = os.pipe()
@@ -199,7 +196,7 @@ def _fork_kernel(req: dict, prefix: Prefix) -> tuple[int, int | None, str]:
                 os.close(ready_r)
                 code = _kernel_main(req, log_fd, ready_w, prefix)
             finally:
-                _real_exit(code)
+                real_exit(code)
         os.close(log_fd)
         os.close(ready_w)
         os.write(pid_w, struct.pack(">i", kernel) + _read_all(ready_r))
@@ -207,7 +204,7 @@ def _fork_kernel(req: dict, prefix: Prefix) -> tuple[int, int | None, str]:
         _, status = os.waitpid(kernel, 0)
         code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     finally:
-        _real_exit(code)
+        real_exit(code)
 
 
 def _kill(pids) -> None:

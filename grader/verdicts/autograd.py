@@ -19,21 +19,21 @@ from ..exercise.verdict import Verdict, compare_gradient
 from ..reference.inputs import FreshInputs
 from ..replay.results import RunResult
 from ..replay.run import ReplayOutput
-from ..untrusted.autograd_guard import BLOCK
+from ..untrusted.protocol import BLOCK, EX4, value_key
 from .flags import Flag
 from .training import training_verdict
 
 NO_CREDIT = "computed with autograd: no credit (a gradient must be your own formula; autograd only checks it)"
 
 
-def value_key(g: spec.Gradient) -> str:
+def gradient_key(g: spec.Gradient) -> str:
     """Where the notebook's run keeps the gradient (grader/untrusted/runner.py's snapshots)."""
-    return f"ex4/{g.name}" if g.exercise == 4 else f"{spec.ANSWER_CELLS[g.exercise]}/{g.name}"
+    return value_key(EX4 if g.exercise == 4 else spec.ANSWER_CELLS[g.exercise], g.name)
 
 
 def _right(run: RunResult, g: spec.Gradient, fresh: FreshInputs) -> bool:
     ref = (fresh.ex4_reference if g.exercise == 4 else fresh.grads)[g.target]
-    return compare_gradient(g, run.value(value_key(g)), ref).ok
+    return compare_gradient(g, run.value(gradient_key(g)), ref).ok
 
 
 def made_by_autograd(out: ReplayOutput, fresh: FreshInputs) -> list[str]:

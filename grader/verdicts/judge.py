@@ -23,10 +23,11 @@ from ..exercise.verdict import Verdict
 from ..reference import steps
 from ..reference.inputs import FreshInputs, dataset, fresh_inputs
 from ..replay.client import launch_plain, launch_sandboxed
-from ..replay.plan import AS_SUBMITTED, EX1, replay_cells
+from ..replay.plan import EX1, replay_cells
 from ..replay.results import EX1_CELL, RunResult, Unusable
 from ..replay.run import ReplayOutput, run_replay
 from ..settings import JudgeSettings
+from ..untrusted.protocol import AS_SUBMITTED, EX3, EX4, STATUS_OK, run_name_local, value_key
 from . import hints
 from .autograd import apply_policy
 from .flags import Flag, flags, scan_plan
@@ -133,7 +134,7 @@ class Hints:
         errors = self.errors if errors is None else errors
 
         def make(value):
-            if value is MISSING and self.run.status not in ("ok", "skipped"):
+            if value is MISSING and self.run.status not in (STATUS_OK, "skipped"):
                 return f"the replay of your notebook stopped before this was computed: {self.run.status}"
             if value is MISSING:
                 return hints.missing(name, names=self.run.meta.get("names", []), errors=errors, cell=cell)
@@ -167,15 +168,15 @@ def exercise1_verdicts(out: ReplayOutput, fresh: FreshInputs, settings: JudgeSet
     as_submitted, verdicts, right = out.runs[AS_SUBMITTED], {}, {}
     for g in EX1:
         ref = fresh.grads[g.target]
-        own_run = out.runs.get(f"local:{g.name}")
-        alone = own_run.value(g.name) if own_run and own_run.status != "skipped" else None
+        own_run = out.runs.get(run_name_local(g.name))
+        alone = own_run.value(value_key(None, g.name)) if own_run and own_run.status != "skipped" else None
         consumers = [c for c in steps.consumers(g.target) if c != "loss"]
         wrong = [f"d{c}" for c in consumers if not right.get(f"d{c}", True)]
         branches = fresh.branches.get(g.target) if len(steps.consumers(g.target)) > 1 else None
         errors = hint.errors + (own_run.meta.get("errors", []) if own_run else [])
         v = decide(
             g,
-            as_submitted=as_submitted.value(f"{EX1_CELL}/{g.name}"),
+            as_submitted=as_submitted.value(value_key(EX1_CELL, g.name)),
             reference=ref,
             with_correct_inputs=alone,
             wrong_inputs=wrong,
@@ -192,14 +193,14 @@ def exercise2_3_verdicts(out: ReplayOutput, fresh: FreshInputs, hint: Hints) -> 
     cell2, cell3 = spec.ANSWER_CELLS[2], spec.ANSWER_CELLS[3]
     v2 = decide(
         ex2,
-        as_submitted=out.runs[AS_SUBMITTED].value(f"{cell2}/dlogits"),
+        as_submitted=out.runs[AS_SUBMITTED].value(value_key(cell2, "dlogits")),
         reference=fresh.grads["logits"],
         hint=hint.maker("dlogits", fresh.grads["logits"], cell=cell2),
     )
-    run3 = out.runs["ex3"]
+    run3 = out.runs[EX3]
     v3 = decide(
         ex3,
-        as_submitted=run3.value("dhprebn"),
+        as_submitted=run3.value(value_key(None, "dhprebn")),
         reference=fresh.grads["hprebn"],
         hint=hint.maker(
             "dhprebn", fresh.grads["hprebn"], cell=cell3, errors=hint.errors + run3.meta.get("errors", [])
@@ -212,13 +213,16 @@ def exercise2_3_verdicts(out: ReplayOutput, fresh: FreshInputs, hint: Hints) -> 
 
 def exercise4_verdicts(as_submitted: RunResult, fresh: FreshInputs, hint: Hints) -> dict:
     ex4_error = as_submitted.meta.get("ex4_error") or (
-        None if as_submitted.status == "ok" else f"the replay run {as_submitted.status}"
+        None if as_submitted.status == STATUS_OK else f"the replay run {as_submitted.status}"
     )
     verdicts = {}
     for g in (g for g in spec.GRADIENTS if g.exercise == 4):
         ref = fresh.ex4_reference[g.target]
         v = decide(
-            g, as_submitted=as_submitted.value(f"ex4/{g.name}"), reference=ref, hint=hint.maker(g.name, ref)
+            g,
+            as_submitted=as_submitted.value(value_key(EX4, g.name)),
+            reference=ref,
+            hint=hint.maker(g.name, ref),
         )
         if ex4_error and v.score < v.max_score:
             v.lines, v.hint = [ex4_error], ex4_error

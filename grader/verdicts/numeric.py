@@ -24,14 +24,14 @@ from ..exercise.cells import strip_magics
 from ..exercise.verdict import Verdict
 from ..reference import steps
 from ..reference.inputs import FreshInputs
-from ..replay.plan import AS_SUBMITTED
 from ..replay.results import RunResult
 from ..replay.run import ReplayOutput
 from ..settings import NUMERIC_UNACCOUNTED_SECONDS, JudgeSettings
+from ..untrusted.protocol import AS_SUBMITTED, EX3, TRAINING_CPU
 from .flags import Flag
 
 NUMERIC = "computed numerically (finite differences), not derived: no credit"
-RUN_EXERCISES = {AS_SUBMITTED: (1, 2, 3, 4), "ex3": (3,)}  # local:dX runs: exercise 1
+RUN_EXERCISES = {AS_SUBMITTED: (1, 2, 3, 4), EX3: (3,)}  # local:dX runs: exercise 1
 _reference: list[float] = []
 
 
@@ -98,7 +98,7 @@ def costly(run: RunResult, plan: list[dict], limit: float, train_steps: int) -> 
     for label, seconds in run.meta.get("cpu", {}).items():
         for ex in section.get(label, ()):
             spent[ex] = spent.get(ex, 0.0) + seconds
-    training = run.meta.get("cpu", {}).get("training", 0.0)
+    training = run.meta.get("cpu", {}).get(TRAINING_CPU, 0.0)
     if training > limit * max(train_steps, 1):  # manual_backward, once a step
         spent[4] = max(spent.get(4, 0.0), training)
     return {ex: s for ex, s in spent.items() if s > limit}

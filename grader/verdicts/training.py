@@ -16,6 +16,7 @@ from ..exercise import network, spec
 from ..exercise.verdict import Verdict
 from ..reference.inputs import EVAL_EXAMPLES, FreshInputs
 from ..replay.results import RunResult
+from ..untrusted.protocol import TRAINED, value_key
 
 TRAINING_TOLERANCE = 0.2  # how far above the kit's loss the student's may end
 
@@ -24,7 +25,7 @@ def training_verdict(as_submitted: RunResult, fresh: FreshInputs, ex4_error: str
     """The point needs learning: the student's trained net must beat every net that ignores its
     input and come close to what the kit's own backward reaches from the same start."""
     check = spec.TRAINING
-    params = {k: as_submitted.tensors.get(f"train/{k}") for k in spec.PARAMETERS}
+    params = {k: as_submitted.tensors.get(value_key(TRAINED, k)) for k in spec.PARAMETERS}
     problem = ex4_error or as_submitted.meta.get("train_error") or _unusable(as_submitted)
     if problem or any(p is None for p in params.values()):
         return Verdict(
@@ -61,8 +62,9 @@ def _unusable(run: RunResult) -> str | None:
     """Why the returned parameters were refused, each reason once (seven views are one line)."""
     why: dict[str, list[str]] = {}
     for k in spec.PARAMETERS:
-        if f"train/{k}" in run.rejected:
-            why.setdefault(run.rejected[f"train/{k}"], []).append(k)
+        key = value_key(TRAINED, k)
+        if key in run.rejected:
+            why.setdefault(run.rejected[key], []).append(k)
     if not why:
         return None
     parts = [f"{', '.join(ks)} {'is' if len(ks) == 1 else 'are'} {r}" for r, ks in why.items()]

@@ -19,7 +19,7 @@ from grader.exercise.compare import MISSING, Foreign
 from grader.replay import results
 from grader.replay.results import RunResult, expected_shapes
 from grader.replay.tensors import MAX_ENTRY_BYTES, MAX_NAME
-from grader.untrusted.record import MAX_FRAME_BYTES
+from grader.untrusted.protocol import MAX_FRAME_BYTES
 from grader.verdicts.training import training_verdict
 
 from replay_runs import EX1, frame, honest_runs, one, parse

@@ -1,6 +1,6 @@
-"""The record a replay run sends back (grader/untrusted/record.py) and the judge's check of it
-(grader/replay/results.py) agree: one field list, and what the runner writes passes through
-encode_frame / parse_frame / check_meta unchanged."""
+"""The record a replay run sends back (grader/untrusted/protocol.py's RunRecord) and the judge's
+check of it (grader/replay/results.py) agree: one field list, and what the runner writes passes
+through encode_frame (grader/untrusted/server.py) / parse_frame / check_meta unchanged."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import torch
 from grader.exercise import spec
 from grader.replay import results
 from grader.replay.tensors import Expect
-from grader.untrusted.record import RunRecord, encode_frame
+from grader.untrusted.protocol import RunRecord
 from grader.untrusted.runner import EX1_NAMES, NoIPython, Runner
+from grader.untrusted.server import encode_frame
 
 EX1 = spec.ANSWER_CELLS[1]
 FIELDS = set(RunRecord.__annotations__)

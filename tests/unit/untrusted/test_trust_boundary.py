@@ -1,6 +1,7 @@
 """The trust boundary: what runs with the student's code (grader/untrusted/) and the public
 definition of the exercise it uses (grader/exercise/) import nothing else of the kit, and
-the files the sandbox shows (grader.confine.VISIBLE_INSIDE) are enough to run it."""
+the files the sandbox shows (grader.confine.VISIBLE_INSIDE) are enough to run it. The other
+direction (the trusted side imports only grader/untrusted/protocol.py): test_trusted_side_imports.py."""
 
 from __future__ import annotations
 
@@ -56,10 +57,10 @@ def _imports_of(path: Path) -> set[str]:
 
 # ------------------------------------------------------------ the checker itself
 def test_checker_resolves_relative_imports():
-    src = "from ..reference import steps\nfrom . import record\nimport grader.replay.results\n"
+    src = "from ..reference import steps\nfrom . import protocol\nimport grader.replay.results\n"
     assert kit_imports(src, "grader.untrusted.runner", False) == {
         "grader.reference.steps",
-        "grader.untrusted.record",
+        "grader.untrusted.protocol",
         "grader.replay.results",
     }
 

@@ -8,7 +8,7 @@ from grader.exercise import spec
 from grader.replay.results import RunResult
 from grader.replay.run import ReplayOutput
 from grader.settings import JudgeSettings
-from grader.untrusted.autograd_guard import BLOCK, OPEN
+from grader.untrusted.protocol import BLOCK, OPEN
 from grader.verdicts import judge
 from grader.verdicts.autograd import NO_CREDIT, apply_policy, evidence, made_by_autograd
 

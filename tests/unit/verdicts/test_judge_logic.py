@@ -10,7 +10,7 @@ from grader.exercise import network, spec
 from grader.replay.results import expected_shapes, parse_frame
 from grader.replay.run import ReplayOutput
 from grader.settings import JudgeSettings
-from grader.untrusted.record import encode_frame
+from grader.untrusted.server import encode_frame
 from grader.verdicts import judge
 
 from conftest import JUDGE_SEED

@@ -14,7 +14,7 @@ from grader.exercise.verdict import Verdict
 from grader.reference.inputs import dataset, fresh_inputs
 from grader.replay.results import expected_shapes, parse_frame
 from grader.settings import JudgeSettings
-from grader.untrusted.record import encode_frame
+from grader.untrusted.server import encode_frame
 from grader.verdicts.training import TRAINING_TOLERANCE, training_verdict
 
 from conftest import JUDGE_SEED, manual_backward
