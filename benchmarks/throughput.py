@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
 from grader.incoming.submissions import write_submissions  # noqa: E402
-from grader.reports.report import read_scores  # noqa: E402
+from grader.reports.scores import read_scores  # noqa: E402
 
 from conftest import find_names_txt, make_course, nbgrader  # noqa: E402
 from corpus import CORPUS  # noqa: E402

@@ -11,14 +11,11 @@ import base64
 import hashlib
 import html
 from statistics import median
-from typing import TYPE_CHECKING
 
 from ..exercise import spec
 from ..quote import for_html
+from .class_data import ClassData
 from .suspicious import Entry, grade_ids_text
-
-if TYPE_CHECKING:
-    from .class_report import ClassData
 
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
 EXERCISES = sorted({g.exercise for g in spec.GRADED})

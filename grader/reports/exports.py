@@ -32,7 +32,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins import ExportPlugin
 
 from ..exercise import spec
-from .report import StudentScores
+from .scores import StudentScores
 
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
 EXERCISES = sorted({g.exercise for g in spec.GRADED})

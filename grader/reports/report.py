@@ -1,4 +1,4 @@
-"""The TA's table: per student, points per exercise and in total, read from the gradebook.
+"""The TA's table: per student, points per exercise and in total, from the gradebook (scores.py).
 
 `backprop-ninja report [COURSE] [--canvas-assignment-id ID] [--canvas-id-column COLUMN]`
 prints it, then writes the class report (reports/class.html and its PNGs, class_report.py)
@@ -8,43 +8,14 @@ and the CSV exports (exports/gradients.csv, canvas.csv, moodle.csv; exports.py).
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import Gradebook
 
 from ..exercise import spec
 from ..settings import db_url
-
-
-@dataclass
-class StudentScores:
-    student: str
-    by_grade_id: dict[str, float] = field(default_factory=dict)
-
-    def exercise(self, ex: int) -> float:
-        return sum(v for k, v in self.by_grade_id.items() if spec.BY_GRADE_ID[k].exercise == ex)
-
-    @property
-    def total(self) -> float:
-        return sum(self.by_grade_id.values())
-
-
-def read_scores(db_url: str) -> list[StudentScores]:
-    """Scores of every graded cell of every submission in the gradebook (score = manual if set)."""
-    out = []
-    with Gradebook(db_url) as gb:
-        for student in sorted(gb.students, key=lambda s: s.id):
-            try:
-                nb = gb.find_submission_notebook(spec.NOTEBOOK, spec.ASSIGNMENT, student.id)
-            except MissingEntry:
-                continue
-            scores = StudentScores(student.id)
-            for grade in nb.grades:
-                if grade.name in spec.BY_GRADE_ID:
-                    scores.by_grade_id[grade.name] = float(grade.score or 0.0)
-            out.append(scores)
-    return out
+from . import class_report, exports
+from .scores import StudentScores, read_scores
 
 
 def table(rows: list[StudentScores]) -> str:
@@ -63,8 +34,6 @@ def table(rows: list[StudentScores]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from . import class_report, exports  # class_report imports read_scores from here: no cycle at load
-
     ap = argparse.ArgumentParser(prog="backprop-ninja report", description=__doc__.splitlines()[0])
     ap.add_argument("course", nargs="?", default=".")
     ap.add_argument("--canvas-assignment-id", help="Canvas's id of the assignment (else a new one)")

@@ -11,7 +11,8 @@ from nbgrader.api import Gradebook
 from grader.exercise import spec
 from grader.incoming.samples import DEMO
 from grader.incoming.submissions import write_submissions
-from grader.reports.report import read_scores, table
+from grader.reports.report import table
+from grader.reports.scores import read_scores
 
 from conftest import nbgrader, shown_cells
 from corpus import EXPECTED_ZEROS

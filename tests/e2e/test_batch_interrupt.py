@@ -15,7 +15,7 @@ from grader.exercise import spec
 from grader.grading.workers import graded_in_gradebook
 from grader.incoming.samples import DEMO
 from grader.incoming.submissions import write_submissions
-from grader.reports.report import read_scores
+from grader.reports.scores import read_scores
 
 from corpus import EXPECTED_ZEROS
 

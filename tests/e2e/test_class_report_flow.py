@@ -12,7 +12,7 @@ import pytest
 from grader.exercise import spec
 from grader.incoming.samples import DEMO
 from grader.reports.class_html import anchor
-from grader.reports.report import read_scores
+from grader.reports.scores import read_scores
 
 from conftest import copy_course, nbgrader
 

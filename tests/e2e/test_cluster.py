@@ -17,7 +17,7 @@ import pytest
 from grader.exercise import spec
 from grader.incoming.samples import DEMO
 from grader.incoming.submissions import write_submissions
-from grader.reports.report import read_scores
+from grader.reports.scores import read_scores
 
 from conftest import nbgrader
 from corpus import EXPECTED_ZEROS

@@ -20,7 +20,7 @@ from grader.confine.probe import unsandboxed_allowed
 from grader.exercise import spec
 from grader.gradescope import build, scripts
 from grader.incoming.submissions import write_submissions
-from grader.reports.report import read_scores
+from grader.reports.scores import read_scores
 
 from conftest import VENV_BIN, nbgrader
 from corpus import CORPUS

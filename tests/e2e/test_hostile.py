@@ -30,7 +30,7 @@ import pytest
 
 from grader.confine import bwrap_works
 from grader.exercise import spec
-from grader.reports.report import read_scores
+from grader.reports.scores import read_scores
 
 import footholds
 from conftest import make_course, nbgrader

@@ -22,7 +22,7 @@ import pytest
 
 from grader.confine import bwrap_works
 from grader.exercise import spec
-from grader.reports.report import read_scores
+from grader.reports.scores import read_scores
 
 from conftest import nbgrader
 from hostile import ALL, appended, with_cell

@@ -12,7 +12,7 @@ import pytest
 
 from grader.exercise import spec
 from grader.incoming.submissions import write_submissions
-from grader.reports.report import read_scores
+from grader.reports.scores import read_scores
 
 from conftest import make_course, nbgrader, nbgrader_split, shown_cells
 from corpus import CORPUS

@@ -24,7 +24,7 @@ import pytest
 from grader.confine import bwrap_works, users
 from grader.exercise import spec
 from grader.grading.workers import split
-from grader.reports.report import read_scores
+from grader.reports.scores import read_scores
 
 import footholds
 from hostile import ALL, CASES, honest

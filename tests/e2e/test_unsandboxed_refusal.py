@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from grader.incoming.submissions import Sample, write_submissions
-from grader.reports.report import read_scores
+from grader.reports.scores import read_scores
 
 from conftest import VENV_BIN
 

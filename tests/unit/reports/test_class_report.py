@@ -13,7 +13,7 @@ import pytest
 from fake_class import BESSEL, HOSTILE, HOSTILE_HINT, make_class
 
 from grader.exercise import spec
-from grader.reports import class_report
+from grader.reports import class_data, class_report
 from grader.reports.class_html import anchor
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -59,14 +59,14 @@ def test_nothing_is_loaded_from_the_network(page):
 def test_pass_rates_in_backward_order(course, page):
     table = page.split("id='pass-rates'")[1].split("</table>")[0]
     assert re.findall(r"<tr><td>(ex\d_\w+)</td>", table) == GRADE_IDS
-    rates = dict(class_report.load(course).pass_rates())
+    rates = dict(class_data.load(course).pass_rates())
     assert rates["ex1_dbndiff2"] == 0.5 and rates["ex1_dlogprobs"] == 1.0  # ben and cat of four
     assert rates["ex2_dlogits"] == 0.75  # cat's manual 1.5 of 2 is not full points
     assert "<td>ex1_dbndiff2</td><td class='num'>1</td><td class='num'>50%</td>" in table
 
 
 def test_mistakes_are_grouped_counted_and_linked(course, page):
-    mistakes = class_report.load(course).mistakes()
+    mistakes = class_data.load(course).mistakes()
     assert [(m.hint, m.students) for m in mistakes["ex1_dbndiff2"]] == [(BESSEL, ["ben", "cat"])]
     # maxdiff differs between the two students: one mistake, counted twice
     assert [len(m.students) for m in mistakes["ex4_dC"]] == [2]

@@ -11,7 +11,7 @@ from fake_class import HOSTILE, LOST, MANUAL, NO_SUBMISSION, expected, make_clas
 from nbgrader.api import Gradebook
 
 from grader.exercise import spec
-from grader.reports import exports, report
+from grader.reports import exports, report, scores
 from grader.reports.exports import CanvasExportPlugin, GradientsExportPlugin, MoodleExportPlugin
 
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
@@ -108,6 +108,6 @@ def test_plugin_default_name_and_student_filter(tmp_path, monkeypatch):
 def test_report_main_prints_the_table_and_writes_everything(course, capsys):
     assert report.main([str(course)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(report.table(report.read_scores(f"sqlite:///{course / 'gradebook.db'}")) + "\n")
+    assert out.startswith(report.table(scores.read_scores(f"sqlite:///{course / 'gradebook.db'}")) + "\n")
     for rel in ("exports/gradients.csv", "exports/canvas.csv", "exports/moodle.csv", "reports/class.html"):
         assert (course / rel).is_file() and rel in out
