@@ -30,7 +30,7 @@ def failing_bwrap(tmp_path, monkeypatch):
     (folder / "bwrap").write_text("#!/bin/sh\nexit 1\n")
     (folder / "bwrap").chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("JUPYTER_PATH", str(PACKAGE / "sandbox" / "jupyter"))
+    monkeypatch.setenv("JUPYTER_PATH", str(PACKAGE / "confine" / "jupyter"))
     monkeypatch.setenv(ALLOW_ENV, "")  # restored afterwards: the rule sets it
     bwrap.sandbox_status.cache_clear()
     yield folder / "bwrap"
