@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.exercise.spec import BLOCK_SIZE
+from grader.grading.nbgrader_cli import nbgrader_call, run_nbgrader
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -96,10 +97,7 @@ def names_txt() -> Path:
 
 def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run a real nbgrader command in `course`, with the virtualenv's bin/ on PATH (alembic)."""
-    env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run(
-        [str(VENV_BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True, text=True, timeout=1800
-    )
+    proc = run_nbgrader(course, *args, capture_output=True, text=True, timeout=1800)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
@@ -113,13 +111,12 @@ def nbgrader_split(course: Path, students: list[str], *args: str, ways: int = 2)
     do): the same nbgrader run for every submission, on as many cores."""
     import tempfile
 
-    env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     runs = []
     for k in range(ways):
         others = [s for i, s in enumerate(students) if i % ways != k]
         out = tempfile.TemporaryFile("w+")  # noqa: SIM115 - read after the process ends
-        cmd = [str(VENV_BIN / "nbgrader"), *args, f"--CourseDirectory.student_id_exclude={','.join(others)}"]
-        runs.append((subprocess.Popen(cmd, cwd=course, env=env, stdout=out, stderr=subprocess.STDOUT), out))
+        call = nbgrader_call(course, *args, f"--CourseDirectory.student_id_exclude={','.join(others)}")
+        runs.append((subprocess.Popen(**call, stdout=out, stderr=subprocess.STDOUT), out))
     failed = []
     for proc, out in runs:
         proc.wait(timeout=1800)

@@ -7,16 +7,15 @@ the kit's configuration: the same preprocessors, the same judge, the same scores
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..confine.probe import refused_reason
 from ..exercise import spec
+from ..grading.nbgrader_cli import run_nbgrader
 from ..incoming import intake
 from ..incoming.preflight import check_submission
 from ..preprocessors.unsandboxed import ALLOW_FLAG
@@ -26,13 +25,6 @@ from ..settings import report_dir
 AUTOGRADE_SECONDS = 3600  # Gradescope's own timeout (up to 40 min, set per assignment) comes first
 
 
-def nbgrader_env() -> dict[str, str]:
-    """nbgrader shells out to alembic: the scripts of this Python go first on PATH (a system
-    python3's are in /usr/local/bin, a virtualenv's beside its python)."""
-    bins = [str(Path(sys.executable).parent), sysconfig.get_path("scripts")]
-    return dict(os.environ, PATH=os.pathsep.join([*bins, os.environ.get("PATH", "")]))
-
-
 def _db_url(course: Path) -> str:
     return f"sqlite:///{course / 'gradebook.db'}"
 
@@ -40,11 +32,12 @@ def _db_url(course: Path) -> str:
 def nbgrader(course: Path, *args: str, log: Path | None = None) -> subprocess.CompletedProcess:
     """One nbgrader command in `course`; its gradebook is always the local one (a course
     configured for PostgreSQL still grades a Gradescope submission on its own)."""
-    argv = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.db_url={_db_url(course)}"]
-    proc = subprocess.run(
-        argv,
-        cwd=course,
-        env=nbgrader_env(),
+    proc = run_nbgrader(
+        course,
+        *args,
+        f"--CourseDirectory.db_url={_db_url(course)}",
+        as_module=True,  # a system python3's scripts are in /usr/local/bin, not beside it
+        more_bins=[sysconfig.get_path("scripts")],  # so they go on PATH too (alembic)
         capture_output=True,
         text=True,
         timeout=AUTOGRADE_SECONDS,
@@ -52,7 +45,7 @@ def nbgrader(course: Path, *args: str, log: Path | None = None) -> subprocess.Co
     )
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"$ {' '.join(argv)}\n{proc.stdout}\n{proc.stderr}")
+        log.write_text(f"$ {' '.join(proc.args)}\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..exercise import spec
 from ..settings import report_dir
 from .bundles import pack, unpack
-from .workers import NBGRADER, nbgrader_env
+from .nbgrader_cli import run_nbgrader
 
 _courses: dict[str, Path] = {}
 _lock = threading.Lock()  # one submission at a time per worker process: one core each
@@ -66,10 +66,10 @@ def _prepared(common: bytes) -> Path:
 def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     # the worker's own gradebook, whatever database the course uses
     db = f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}?timeout=120"
-    return subprocess.run(
-        [str(NBGRADER), *args, db],
-        cwd=course,
-        env=nbgrader_env(),
+    return run_nbgrader(
+        course,
+        *args,
+        db,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

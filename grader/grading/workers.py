@@ -12,21 +12,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exercise import spec
 from ..settings import db_url
+from .nbgrader_cli import nbgrader_call
 from .progress import Progress
-
-NBGRADER = Path(sys.executable).parent / "nbgrader"
-
-
-def nbgrader_env() -> dict[str, str]:
-    """nbgrader shells out to alembic: this virtualenv's bin/ goes first on PATH."""
-    return dict(os.environ, PATH=f"{NBGRADER.parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
 @dataclass
@@ -83,12 +76,13 @@ def graded_in_gradebook(course: Path, students: list[str]) -> set[str]:
     return done
 
 
-def nbgrader_command(share: list[str], everyone: list[str], *, force: bool, extra: list[str]) -> list[str]:
+def autograde_args(share: list[str], everyone: list[str], *, force: bool, extra: list[str]) -> list[str]:
+    """The arguments of the share's `nbgrader autograde`."""
     others = sorted(set(everyone) - set(share))
-    cmd = [str(NBGRADER), "autograde", spec.ASSIGNMENT]
+    args = ["autograde", spec.ASSIGNMENT]
     if others:  # nbgrader takes a glob to include and a comma-separated list to exclude
-        cmd.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
-    return cmd + (["--force"] if force else []) + list(extra)
+        args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
+    return args + (["--force"] if force else []) + list(extra)
 
 
 def grade(
@@ -126,11 +120,10 @@ def grade(
 
 
 def _run(course, shares, everyone, *, force, extra, progress, final) -> set[str]:
-    env = nbgrader_env()
     graded: set[str] = set()
     try:
         for share in shares:
-            _start(course, share, everyone, env, force=force, extra=extra)
+            _start(course, share, everyone, force=force, extra=extra)
         while any(share.proc is not None for share in shares):
             for share in shares:
                 graded |= _finished(course, share, progress, final)
@@ -142,14 +135,12 @@ def _run(course, shares, everyone, *, force, extra, progress, final) -> set[str]
     return graded
 
 
-def _start(course: Path, share: Share, everyone: list[str], env: dict, *, force: bool, extra: list[str]):
+def _start(course: Path, share: Share, everyone: list[str], *, force: bool, extra: list[str]):
     share.pending = set(share.students)
     share.log.parent.mkdir(parents=True, exist_ok=True)
     with open(share.log, "w") as log:
         share.proc = subprocess.Popen(
-            nbgrader_command(share.students, everyone, force=force, extra=extra),
-            cwd=course,
-            env=env,
+            **nbgrader_call(course, *autograde_args(share.students, everyone, force=force, extra=extra)),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

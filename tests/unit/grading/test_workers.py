@@ -16,11 +16,11 @@ def test_split_is_round_robin_and_never_empty():
 
 
 def test_each_worker_excludes_the_others():
-    cmd = workers.nbgrader_command(["b"], ["a", "b", "c"], force=True, extra=["--Execute.timeout=5"])
-    assert cmd[1:3] == ["autograde", "backprop_ninja"]
-    assert "--CourseDirectory.student_id_exclude=a,c" in cmd
-    assert cmd[-2:] == ["--force", "--Execute.timeout=5"]
-    alone = workers.nbgrader_command(["a", "b"], ["a", "b"], force=False, extra=[])
+    args = workers.autograde_args(["b"], ["a", "b", "c"], force=True, extra=["--Execute.timeout=5"])
+    assert args[:2] == ["autograde", "backprop_ninja"]
+    assert "--CourseDirectory.student_id_exclude=a,c" in args
+    assert args[-2:] == ["--force", "--Execute.timeout=5"]
+    alone = workers.autograde_args(["a", "b"], ["a", "b"], force=False, extra=[])
     assert not any("exclude" in part for part in alone) and "--force" not in alone
 
 

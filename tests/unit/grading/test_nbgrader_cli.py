@@ -1,0 +1,102 @@
+"""grader/grading/nbgrader_cli.py in-process (no nbgrader is started: subprocess is a fake): the
+one way the kit runs nbgrader, and each caller's command, folder, environment and options, as
+each built them itself before (workers.py, remote.py, gradescope/course.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from grader.gradescope import course as gradescope_course
+from grader.grading import nbgrader_cli, remote, workers
+from grader.grading.nbgrader_cli import BIN, nbgrader_call
+
+VENV_NBGRADER = str(Path(sys.executable).parent / "nbgrader")
+VENV_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """Every subprocess.run and Popen the kit makes: its keyword arguments; nothing runs."""
+    calls = []
+
+    def fake(args=None, **options):
+        calls.append({"args": args, **options})
+        return subprocess.CompletedProcess(args, 0, stdout="", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake)
+    monkeypatch.setattr(subprocess, "Popen", fake)
+    return calls
+
+
+def test_the_call_is_this_pythons_nbgrader_in_the_course_with_its_bin_first_on_path(tmp_path):
+    call = nbgrader_call(tmp_path, "autograde", "a1")
+    assert call["args"] == [VENV_NBGRADER, "autograde", "a1"] and call["cwd"] == tmp_path
+    assert call["env"] == dict(os.environ, PATH=VENV_PATH)
+    module = nbgrader_call(tmp_path, "x", as_module=True, more_bins=["/opt/bin"])
+    assert module["args"] == [sys.executable, "-m", "nbgrader", "x"]
+    assert module["env"]["PATH"] == os.pathsep.join([str(BIN), "/opt/bin", os.environ.get("PATH", "")])
+
+
+def test_run_passes_its_options_to_subprocess_run(tmp_path, started):
+    nbgrader_cli.run_nbgrader(tmp_path, "export", capture_output=True, timeout=5)
+    assert started == [
+        {
+            "args": [VENV_NBGRADER, "export"],
+            "cwd": tmp_path,
+            "env": dict(os.environ, PATH=VENV_PATH),
+            "capture_output": True,
+            "timeout": 5,
+        }
+    ]
+
+
+def test_a_worker_starts_its_share_as_before(tmp_path, started):
+    share = workers.Share(["b"], tmp_path / "logs" / "worker-1-0.log")
+    workers._start(tmp_path, share, ["a", "b"], force=True, extra=["--X=1"])
+    (call,) = started
+    exclude = "--CourseDirectory.student_id_exclude=a"
+    assert call["args"] == [VENV_NBGRADER, "autograde", "backprop_ninja", exclude, "--force", "--X=1"]
+    assert (call["cwd"], call["env"]) == (tmp_path, dict(os.environ, PATH=VENV_PATH))
+    assert call["stderr"] == subprocess.STDOUT and call["start_new_session"] is True
+    assert call["stdout"].name == str(share.log)
+
+
+def test_a_cluster_worker_runs_nbgrader_as_before(tmp_path, started):
+    remote._nbgrader(tmp_path, "generate_assignment", "a1")
+    db = f"--CourseDirectory.db_url=sqlite:///{tmp_path / 'gradebook.db'}?timeout=120"
+    assert started == [
+        {
+            "args": [VENV_NBGRADER, "generate_assignment", "a1", db],
+            "cwd": tmp_path,
+            "env": dict(os.environ, PATH=VENV_PATH),
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.STDOUT,
+            "text": True,
+            "errors": "replace",
+        }
+    ]
+
+
+def test_gradescope_runs_python_m_nbgrader_as_before(tmp_path, started):
+    gradescope_course.nbgrader(tmp_path, "autograde", "a1", log=tmp_path / "log" / "nbgrader.log")
+    db = f"--CourseDirectory.db_url=sqlite:///{tmp_path / 'gradebook.db'}"
+    bins = [str(Path(sys.executable).parent), sysconfig.get_path("scripts")]
+    argv = [sys.executable, "-m", "nbgrader", "autograde", "a1", db]
+    assert started == [
+        {
+            "args": argv,
+            "cwd": tmp_path,
+            "env": dict(os.environ, PATH=os.pathsep.join([*bins, os.environ.get("PATH", "")])),
+            "capture_output": True,
+            "text": True,
+            "timeout": gradescope_course.AUTOGRADE_SECONDS,
+            "stdin": subprocess.DEVNULL,
+        }
+    ]
+    assert (tmp_path / "log" / "nbgrader.log").read_text().startswith(f"$ {' '.join(argv)}\n")
