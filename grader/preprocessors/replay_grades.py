@@ -24,6 +24,7 @@ from ..exercise import spec
 from ..exercise.cells import nbgrader_meta
 from ..exercise.verdict import Verdict
 from ..quote import for_log
+from ..replay.client import launch_plain
 from ..settings import AUTOGRAD_POLICIES, REPORT_DIR, JudgeSettings, seed_for, trait_settings
 from ..verdicts.judge import JudgeRecord, judge_submission
 from . import unsandboxed
@@ -103,6 +104,7 @@ class ReplayGrades(NbGraderPreprocessor):
             names_txt=names_txt,
             in_kernel=in_kernel,
             sandbox=sandbox,
+            launcher=None if self.sandboxed else launch_plain,  # no sandbox: only when said so
         )
         if sandbox is None or problem:
             record.problems.insert(

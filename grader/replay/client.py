@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..confine import Sandbox
+from ..confine import Sandbox, default_sandbox
 from ..untrusted.protocol import BLOCK, MAX_FRAME_BYTES, AnswerHeader, RunRequest, ServerHello
 
 Launcher = Callable[[list[str]], subprocess.Popen]
@@ -40,7 +40,8 @@ class ProtocolError(Exception):
 
 
 def launch_plain(cmd: list[str]) -> subprocess.Popen:
-    """The replay server as a plain child process (tests of the judge's logic only)."""
+    """The replay server as a plain child process, with no sandbox at all: never a default, only
+    where a caller passes it (tests of the judge's logic; c.ReplayGrades.sandboxed = False)."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -71,11 +72,13 @@ def exchange_root() -> Path:
     return _exchange
 
 
-def launch_sandboxed(cmd: list[str], sandbox: Sandbox) -> subprocess.Popen:
-    """The replay server inside the sandbox (bubblewrap and limits; limits only without it).
-    Nothing it can write outlives it: the exchange folder is read-only inside."""
+def launch_sandboxed(cmd: list[str], sandbox: Sandbox | None = None) -> subprocess.Popen:
+    """The replay server inside the sandbox (default_sandbox() as it is now, unless given): the
+    default launcher. Bubblewrap and limits; where staff allowed grading without bubblewrap,
+    Sandbox.command's mode without it (limits, its own environment, and a warning that says what
+    is gone). Nothing it can write outlives it: the exchange folder is read-only inside."""
     root = str(exchange_root())
-    sandbox, lease = sandbox.with_own_user()
+    sandbox, lease = (sandbox or default_sandbox()).with_own_user()
     proc = subprocess.Popen(
         sandbox.command(cmd, writable={}, readonly={root: root}, cwd=root),
         stdin=subprocess.PIPE,
@@ -92,7 +95,7 @@ class ReplayServer:
     """A warm `python -m grader.untrusted.server`: torch imported and the shared setup cells
     run once, then one isolated fork per run. Restarted when anything about it is off."""
 
-    def __init__(self, prefix: list[dict], launcher: Launcher = launch_plain):
+    def __init__(self, prefix: list[dict], launcher: Launcher = launch_sandboxed):
         self.prefix, self.launcher = prefix, launcher
         self.home = Path(tempfile.mkdtemp(prefix="replay-server-", dir=exchange_root()))
         os.chmod(self.home, 0o755)

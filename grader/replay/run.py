@@ -33,7 +33,7 @@ from ..untrusted.protocol import (
     value_key,
 )
 from . import results
-from .client import Launcher, exchange_root, launch_plain, server_for
+from .client import Launcher, exchange_root, launch_sandboxed, server_for
 from .plan import EX1, run_order, warm_prefix, with_correct_inputs
 from .results import RunResult
 
@@ -82,9 +82,10 @@ def run_replay(
     settings: JudgeSettings,
     *,
     names_txt: Path,
-    launcher: Launcher = launch_plain,
+    launcher: Launcher = launch_sandboxed,
 ) -> ReplayOutput:
-    """The notebook as submitted first; then, one request at a time and in run_order(), only
+    """In the sandbox unless `launcher` says otherwise (client.launch_plain: tests only). The
+    notebook as submitted first; then, one request at a time and in run_order(), only
     the runs that can change a grade (a gradient that failed as submitted is judged on its own
     rule; exercise 3 always). Each run's result is read before the next run starts. Every run
     has autograd blocked ("zero", the default policy) or open ("flag"); the notebook as submitted

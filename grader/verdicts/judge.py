@@ -16,13 +16,13 @@ from pathlib import Path
 
 import torch
 
-from ..confine import Sandbox
+from ..confine import Sandbox, default_sandbox
 from ..exercise import spec
 from ..exercise.compare import MISSING
 from ..exercise.verdict import Verdict
 from ..reference import steps
 from ..reference.inputs import FreshInputs, dataset, fresh_inputs
-from ..replay.client import launch_plain, launch_sandboxed
+from ..replay.client import Launcher, launch_sandboxed
 from ..replay.plan import EX1, replay_cells
 from ..replay.results import EX1_CELL, RunResult, Unusable
 from ..replay.run import ReplayOutput, run_replay
@@ -83,12 +83,17 @@ def judge_submission(
     names_txt: Path,
     in_kernel: dict[str, float] | None = None,
     sandbox: Sandbox | None = None,
+    launcher: Launcher | None = None,
 ) -> JudgeRecord:
-    """`sandbox`: run the replay inside it (the default for autograding); None runs it as a
-    plain child process (tests of the judge's logic)."""
+    """The replay runs in `sandbox`, default_sandbox() (as the environment is now) when None;
+    `launcher` instead starts the replay server some other way, and only a caller that passes one
+    runs the replay outside the sandbox (replay.client.launch_plain: tests of the judge's logic,
+    c.ReplayGrades.sandboxed = False)."""
+    if sandbox is not None and launcher is not None:
+        raise ValueError("a sandbox or a launcher, not both")
     fresh = fresh_inputs(dataset(names_txt), settings)
     plan = replay_cells(cells, settings)
-    launcher = functools.partial(launch_sandboxed, sandbox=sandbox) if sandbox else launch_plain
+    launcher = launcher or functools.partial(launch_sandboxed, sandbox=sandbox or default_sandbox())
     out = run_replay(plan, fresh, settings, names_txt=names_txt, launcher=launcher)
     try:
         with time_limit(settings.judge_seconds):

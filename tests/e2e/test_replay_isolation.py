@@ -15,6 +15,7 @@ import pytest
 from grader.confine import bwrap_works, default_sandbox
 from grader.exercise import spec
 from grader.incoming.submissions import fill, reference_answers
+from grader.replay.client import launch_plain
 from grader.settings import JudgeSettings, seed_for
 from grader.verdicts.judge import judge_submission
 
@@ -36,15 +37,14 @@ def notebooks():
 def grade(request, notebooks, names_txt):
     if request.param == "sandboxed" and not bwrap_works():
         pytest.skip("bubblewrap is needed (.ci/run installs it)")
-    sandbox = default_sandbox() if request.param == "sandboxed" else None
+    # the plain variant says so: judge_submission's default is the sandbox
+    how = {"sandbox": default_sandbox()} if request.param == "sandboxed" else {"launcher": launch_plain}
     source, release = notebooks
 
     def grade(student: str, cell: str | None = None):
         nb = fill(release, reference_answers(source), [("ex1_solution", cell)] if cell else [])
         settings = JudgeSettings(seed=seed_for(student, "isolation"), run_timeout=20)
-        record = judge_submission(
-            nb.cells, student=student, settings=settings, names_txt=names_txt, sandbox=sandbox
-        )
+        record = judge_submission(nb.cells, student=student, settings=settings, names_txt=names_txt, **how)
         return sum(v.score for v in record.verdicts.values()), record
 
     return grade

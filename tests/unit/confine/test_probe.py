@@ -1,10 +1,14 @@
 """grader/confine/probe.py and the rule in bwrap.py: the sandbox check names the real reason
 (not installed; installed but no namespaces, with bwrap's own words; a bwrap that exits
-non-zero), and no launch runs student code without bubblewrap unless allowed; allowed and
-run by root, it still runs as the sandbox's uid with the sandbox's environment."""
+non-zero), and no launch runs student code without bubblewrap unless allowed; allowed, a
+command has the sandbox's environment and nothing else of the grader's, its mappings are the
+real folders or refused, and what is gone is said once per process; run by root, it still runs
+as the sandbox's uid."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import shutil
 import subprocess
@@ -161,11 +165,62 @@ def test_only_nbgrader_variables_pass_into_the_sandbox():
     assert not [k for k in inside if k.startswith("BACKPROP_NINJA_")]
 
 
-def test_allowed_not_root_is_the_plain_command(broken, monkeypatch):
+def test_allowed_not_root_still_the_sandboxs_environment(broken, monkeypatch):
     monkeypatch.setenv(probe.ALLOW_ENV, "1")
+    monkeypatch.setenv("SECRET_TOKEN", "x")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert Sandbox().command(["python"], writable={}, cwd="/tmp") == ["python"]
+    cmd = Sandbox().command(["python", "-I"], writable={}, cwd="/tmp", env={"EXTRA": "1"})
+    assert cmd[:4] == ["env", "-i", "-C", "/tmp"] and cmd[-2:] == ["python", "-I"]
+    assert {"HOME=/tmp", "PATH=/usr/bin:/bin", "EXTRA=1"} <= set(cmd) and "setpriv" not in cmd
+    assert not any(a.startswith(("SECRET_TOKEN", "BACKPROP_NINJA_")) for a in cmd)
     assert Sandbox().with_own_user() == (Sandbox(), None)
+
+
+def test_allowed_the_environment_really_is_the_sandboxs(broken, monkeypatch, tmp_path):
+    monkeypatch.setenv(probe.ALLOW_ENV, "1")
+    monkeypatch.setenv("SECRET_TOKEN", "x")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    code = "import os, json; print(json.dumps([os.getcwd(), dict(os.environ)]))"
+    cmd = Sandbox().command([sys.executable, "-I", "-c", code], writable={}, cwd=str(tmp_path))
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    cwd, env = json.loads(done.stdout)
+    assert cwd == str(tmp_path) and "SECRET_TOKEN" not in env and env["HOME"] == "/tmp", done.stderr
+
+
+def test_allowed_a_folder_mapped_elsewhere_is_refused_not_dropped(broken, monkeypatch):
+    monkeypatch.setenv(probe.ALLOW_ENV, "1")
+    with pytest.raises(ValueError, match="/srv/inbox as /run/submission"):
+        Sandbox().command(["python"], writable={}, readonly={"/srv/inbox": "/run/submission"}, cwd="/")
+    with pytest.raises(ValueError, match="/srv/ipc as /run/kernel-ipc"):
+        Sandbox().command(
+            ["python"], writable=[("/srv/ipc", "/srv/ipc"), ("/srv/ipc", "/run/kernel-ipc")], cwd="/"
+        )
+
+
+def test_allowed_what_is_gone_is_said_once_per_process(broken, monkeypatch, caplog):
+    monkeypatch.setenv(probe.ALLOW_ENV, "1")
+    monkeypatch.setattr(bwrap, "_said_gone", False)
+    with caplog.at_level(logging.WARNING, logger="grader.confine.bwrap"):
+        for _ in range(3):
+            Sandbox().command(["python"], writable={}, readonly={"/srv/x": "/srv/x"}, cwd="/srv/x")
+    said = [r.getMessage() for r in caplog.records if r.name == "grader.confine.bwrap"]
+    assert len(said) == 1 and said[0].startswith(probe.WARNING)
+    for gone in ("the folders mapped in are the real paths (here: /srv/x)", "the network is reachable"):
+        assert gone in said[0]
+    assert "no read-only system" in said[0] and "no private /tmp" in said[0]
+
+
+def test_with_bubblewrap_nothing_is_said(monkeypatch, caplog):
+    monkeypatch.setattr(bwrap, "sandbox_status", lambda: Status(True))
+    monkeypatch.setattr(bwrap, "_said_gone", False)
+    with caplog.at_level(logging.WARNING, logger="grader.confine.bwrap"):
+        cmd = Sandbox().command(["python"], writable={}, readonly={"/srv/x": "/run/x"}, cwd="/")
+    assert cmd[0] == "bwrap" and cmd[cmd.index("/srv/x") - 1 : cmd.index("/srv/x") + 2] == [
+        "--ro-bind",
+        "/srv/x",
+        "/run/x",
+    ]
+    assert not caplog.records
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="leases uids: root only")

@@ -4,15 +4,58 @@ else is killed and not trusted again. The real server: tests/e2e/test_replay_iso
 
 from __future__ import annotations
 
+import functools
+import inspect
 import subprocess
 import sys
 import time
 
-from grader.replay.client import SERVER_COMMAND, ReplayServer
+from grader.confine import Sandbox
+from grader.replay import run
+from grader.replay.client import SERVER_COMMAND, ReplayServer, launch_plain, launch_sandboxed
+from grader.verdicts import judge
 
 
 def test_the_server_is_the_untrusted_package_in_isolated_mode():
     assert SERVER_COMMAND[1:] == ["-I", "-m", "grader.untrusted.server"]
+
+
+# ------------------------------------------------------------ the sandbox is the default
+def test_the_replay_is_sandboxed_unless_a_caller_says_otherwise():
+    for f in (run.run_replay, ReplayServer):
+        assert inspect.signature(f).parameters["launcher"].default is launch_sandboxed, f
+    assert inspect.signature(judge.judge_submission).parameters["launcher"].default is None
+
+
+def _launcher_of_judge(monkeypatch, names_txt, **how):
+    seen = []
+
+    def replay(*args, launcher, **kwargs):
+        seen.append(launcher)
+        raise RuntimeError("enough")
+
+    monkeypatch.setattr(judge, "run_replay", replay)
+    monkeypatch.setattr(judge, "fresh_inputs", lambda *a: None)
+    monkeypatch.setattr(judge, "dataset", lambda *a: None)
+    try:
+        judge.judge_submission(
+            [], student="x", settings=judge.JudgeSettings(seed=1), names_txt=names_txt, **how
+        )
+    except RuntimeError:
+        pass
+    return seen[0]
+
+
+def test_the_judge_runs_the_replay_in_the_sandbox_by_default(monkeypatch, tmp_path):
+    launcher = _launcher_of_judge(monkeypatch, tmp_path)
+    assert isinstance(launcher, functools.partial) and launcher.func is launch_sandboxed
+    assert isinstance(launcher.keywords["sandbox"], Sandbox)
+    mine = Sandbox(uid=61001)
+    assert _launcher_of_judge(monkeypatch, tmp_path, sandbox=mine).keywords["sandbox"] is mine
+
+
+def test_the_plain_launcher_only_when_passed(monkeypatch, tmp_path):
+    assert _launcher_of_judge(monkeypatch, tmp_path, launcher=launch_plain) is launch_plain
 
 
 def _fake_server(script: str):

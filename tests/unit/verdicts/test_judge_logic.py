@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from grader.exercise import network, spec
+from grader.replay.client import launch_plain
 from grader.replay.results import expected_shapes, parse_frame
 from grader.replay.run import ReplayOutput
 from grader.settings import JudgeSettings
@@ -45,7 +46,12 @@ def test_an_overlong_verdict_costs_only_its_submission(fresh, names_txt, monkeyp
     monkeypatch.setattr(judge, "all_verdicts", slow)
     t0 = time.perf_counter()
     rec = judge.judge_submission(
-        [], student="slow", settings=settings, names_txt=names_txt, in_kernel={"ex1_dW1": 1.0}
+        [],
+        student="slow",
+        settings=settings,
+        names_txt=names_txt,
+        in_kernel={"ex1_dW1": 1.0},
+        launcher=launch_plain,  # run_replay is replaced: nothing starts, in or out of the sandbox
     )
     assert time.perf_counter() - t0 < 5
     assert set(rec.verdicts) == {g.grade_id for g in spec.GRADED}
@@ -53,7 +59,9 @@ def test_an_overlong_verdict_costs_only_its_submission(fresh, names_txt, monkeyp
     assert any("took over 0.3 s" in p for p in rec.problems) and not rec.suspicious
     assert rec.to_json()["score"] == 0
     monkeypatch.setattr(judge, "all_verdicts", real)  # the next submission of the batch
-    rec = judge.judge_submission([], student="next", settings=settings, names_txt=names_txt)
+    rec = judge.judge_submission(
+        [], student="next", settings=settings, names_txt=names_txt, launcher=launch_plain
+    )
     assert rec.to_json()["score"] == spec.total_points() and not rec.problems
 
 
