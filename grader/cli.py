@@ -19,7 +19,7 @@ VERBS = {
     "gradescope": ("grader.gradescope.__main__", "build the Gradescope autograder zip (and run it there)"),
     "data": ("grader.exercise.data", "obtain makemore's names.txt"),
     "samples": ("grader.incoming.samples", "write the demo's sample class into submitted/"),
-    "check": ("grader.confine.probe", "whether the bubblewrap sandbox can start here, and if not why"),
+    "check": ("grader.confine.check", "whether the bubblewrap sandbox can start here, and if not why"),
 }
 
 

@@ -13,7 +13,6 @@ Gradescope) unless staff allowed it (BACKPROP_NINJA_ALLOW_UNSANDBOXED=1), and th
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -120,17 +119,3 @@ def probe(kit_args: list[str]) -> Status:
     if how:
         return Status(False, f"bubblewrap ({named}) creates namespaces, but the kit's sandbox {how}")
     return Status(True)
-
-
-def main(argv: list[str]) -> int:
-    """`backprop-ninja check`: the sandbox's status here, with the reason when it cannot start."""
-    from .bwrap import sandbox_status  # bwrap.py imports this module
-
-    ap = argparse.ArgumentParser(
-        prog="backprop-ninja check",
-        description="Whether the bubblewrap sandbox can run a submission here, and if not, why.",
-    )
-    ap.parse_args(argv)
-    status = sandbox_status()
-    print(f"bubblewrap sandbox: {'available' if status.works else 'NOT available: ' + status.reason}")
-    return 0

@@ -30,7 +30,7 @@ NOTE_MARK = "backprop_ninja_rebuild_note"
 def rebuild(
     student: NotebookNode, source: NotebookNode, *, earlier: list[str] = ()
 ) -> tuple[NotebookNode, list[str]]:
-    """`earlier`: the kit's notes from before (grader/course/intake.py); the only other notes are the
+    """`earlier`: the kit's notes from before (grader/incoming/intake.py); the only other notes are the
     ones made here. A student's cell that looks like a note is just a cell of theirs."""
     known = {nbgrader_meta(c).get("grade_id"): c for c in source.cells if nbgrader_meta(c).get("grade_id")}
     answers = {gid for gid, c in known.items() if nbgrader_meta(c).get("solution")}

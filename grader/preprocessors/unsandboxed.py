@@ -27,7 +27,7 @@ from traitlets.config import Config
 from ..confine import make_kernel_dir, users
 from ..confine.bwrap import Limits, inside_environment, sandbox_status
 from ..confine.kernel import copy_submission
-from ..confine.probe import ALLOW_ENV, SandboxUnavailable, refusal, warning
+from ..confine.probe import ALLOW_ENV, SandboxUnavailable, refusal, unsandboxed_allowed, warning
 from ..settings import course_config
 
 ALLOW_FLAG = "--LimitedExecute.allow_unsandboxed=True"  # what the batch and Gradescope pass to nbgrader
@@ -74,13 +74,12 @@ def apply_rule(problem: str | None, *, allowed: bool, log) -> None:
 def before_batch(course: Path, allowed: bool) -> tuple[str | None, str | None]:
     """(the refusal every worker would meet, said once before any starts; or the warning):
     allowed by `allowed` (--allow-unsandboxed), the course's c.LimitedExecute.allow_unsandboxed
-    or BACKPROP_NINJA_ALLOW_UNSANDBOXED."""
-    from .limited_execute import LimitedExecute  # which imports this module
-
+    or BACKPROP_NINJA_ALLOW_UNSANDBOXED (the trait's default, as LimitedExecute reads it)."""
     problem = replay_problem()
     if problem is None:
         return None, None
-    if allowed or LimitedExecute(config=Config(course_config(course))).allow_unsandboxed:
+    configured = Config(course_config(course)).LimitedExecute.get("allow_unsandboxed")
+    if allowed or (unsandboxed_allowed() if configured is None else bool(configured)):
         return None, warning(problem)
     return refusal(problem), None
 

@@ -1,4 +1,4 @@
-"""UseRemoteResult: the notebook a cluster worker autograded (grader/course/cluster.py), in
+"""UseRemoteResult: the notebook a cluster worker autograded (grader/grading/cluster.py), in
 place of the submission, so that the coordinator's `nbgrader autograde` only records it: the
 submission and its grades in the gradebook, the files in autograded/, as nbgrader always does.
 Used by the coordinator's finishing pass alone, never in nbgrader_config.py."""

@@ -1,5 +1,5 @@
 """What the judge lists for the TAs: each sign of cheating with its kind and the grade ids it
-bears on (reports/replay/<student>.json "flags"; grader/course/suspicious.py gathers the class's).
+bears on (reports/replay/<student>.json "flags"; grader/reports/suspicious.py gathers the class's).
 
 A flag never changes a grade: the replay decides them.
 """
@@ -14,7 +14,7 @@ from .budget import for_submission
 from .scan import Finding, scan_source
 from .scan_rules import bound_names
 
-if TYPE_CHECKING:  # grader.course reads KERNEL and cell_grade_ids without importing torch
+if TYPE_CHECKING:  # grader.reports reads KERNEL and cell_grade_ids without importing torch
     from ..exercise.verdict import Verdict
 
 KERNEL = "kernel"  # a gradient right in the student's kernel and wrong on fresh inputs
