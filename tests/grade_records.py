@@ -1,0 +1,49 @@
+"""Snapshot and compare graded classes' replay records (every verdict, hint, flag, problem and
+score), for a change that must not change grades: `python tests/grade_records.py snapshot ROOT
+OUT.json` reads every reports/replay/<student>.json under ROOT (a suite run's basetemp holds
+the corpus's and the hostile corpus's courses); `compare A.json B.json` prints what differs.
+Run times are not grades: a record's replay_seconds is left out, and times in problem texts."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+TIMING = re.compile(r"\d+(\.\d+)? ?s\b")  # run times in problem texts vary from run to run
+
+
+def _normal(record: dict) -> dict:
+    record = {k: v for k, v in record.items() if k != "replay_seconds"}
+    record["problems"] = [
+        TIMING.sub("<t>", p) if isinstance(p, str) else p for p in record.get("problems", [])
+    ]
+    return record
+
+
+def snapshot(root: Path) -> dict:
+    out = {}
+    for path in sorted(root.glob("**/reports/replay/*.json")):
+        course = path.parents[2].relative_to(root)
+        out[f"{course}/{path.stem}"] = _normal(json.loads(path.read_text()))
+    return out
+
+
+def compare(a: dict, b: dict) -> list[str]:
+    diffs = [f"only in A: {k}" for k in sorted(a.keys() - b.keys())]
+    diffs += [f"only in B: {k}" for k in sorted(b.keys() - a.keys())]
+    for k in sorted(a.keys() & b.keys()):
+        for field in sorted(a[k].keys() | b[k].keys()):
+            if a[k].get(field) != b[k].get(field):
+                diffs.append(f"{k}: {field}: {a[k].get(field)!r:.300} != {b[k].get(field)!r:.300}")
+    return diffs
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "snapshot":
+        Path(sys.argv[3]).write_text(json.dumps(snapshot(Path(sys.argv[2])), indent=1, sort_keys=True))
+    else:
+        a, b = (json.loads(Path(p).read_text()) for p in sys.argv[2:4])
+        diffs = compare(a, b)
+        print("\n".join(diffs) or f"identical: {len(a)} records")
