@@ -1,15 +1,35 @@
-"""Every setting of the kit, defined once.
+"""Every setting of the kit, and every limit of its trusted side, defined once.
 
 - Grading choices are nbgrader traits, set in nbgrader_config.py. The judge's are the fields
   of JudgeSettings; `c.ReplayGrades.<field>` sets each (grader/preprocessors/replay_grades.py
-  declares one trait per field, from this default and help).
+  declares one trait per field, from this default and help). Some limits are traits too, declared
+  where nbgrader configures them, with their defaults from here: LimitedExecute's
+  (`c.LimitedExecute.max_output_bytes`, ...: "the kernel" below) and SafeCollect's
+  `c.SafeCollect.max_per_student` ("intake").
 - Limits of the processes nbgrader starts (the sandboxed kernel, which traits do not reach)
   are environment variables, listed in ENVIRONMENT with their defaults; nbgrader_config.py
   sets them and every process the grader starts inherits them.
-- Bounds of the analyses of a student's text (scan, similarity, preflight) are plain
-  constants: no course has a reason to choose them.
-- The untrusted side (grader/untrusted/) reads none of these: the judge hands it the values
-  it needs in the replay plan.
+- Every other limit of the trusted side (a bound on time, size, count or memory that protects
+  the grader or bounds a student's run) is a plain constant here, one group per job: the
+  analyses of a student's text (scan, similarity, preflight), intake, the kernel, the replay
+  server, the replay's results, feedback, grading a class, Gradescope. No course has a reason
+  to choose them (collect's two sizes are also its command-line options). Each module imports
+  its own by name (`from ..settings import MAX_FILES`); tests/unit/test_settings.py fails on a
+  module-level MAX_*, *_SECONDS, *_BYTES or *_MB number defined anywhere else in the trusted side.
+- Not here: the untrusted side's (grader/untrusted/, grader/exercise/). The sandbox mounts only
+  those two folders and they import nothing else of the kit, so this file is not there to read
+  (tests/unit/untrusted/test_trust_boundary.py). The limits both sides use are defined in
+  grader/untrusted/protocol.py, and the trusted side imports them from there: MAX_FRAME_BYTES
+  (one run's result frame) and MAX_EVENTS (the autograd events a run reports). The untrusted
+  side's own stay where they are used: grader/untrusted/server.py's MAX_RUN_BYTES (all a run may
+  send), runner.py's cuts of what a run reports (the judge bounds them again, "the replay's
+  results" below), grader/exercise/data.py's download timeout. Whatever of this file's values the
+  untrusted side needs, the trusted side hands it: in the replay plan, a run's request, a KernelStart.
+- Not here either: nbgrader's own (c.Execute.timeout, c.CourseDirectory.max_dir_size); and,
+  still inline in grader/replay/run.py, the cap on the runs after one timed out (5 s) and the
+  watch run's statement time (3 x statement_seconds). How much of a message, a log or a
+  student's text one line quotes (grader/quote.py's lengths, the log tails) is not a limit: it
+  is chosen where it is shown.
 """
 
 from __future__ import annotations
@@ -118,8 +138,8 @@ def seed_for(student: str, salt: str) -> int:
 
 
 # ------------------------------------------------------------ bounds of the analyses of student text
-# The static scan (verdicts/scan.py), similarity (course/similarity.py) and preflight
-# (course/preflight.py) read text a student chose, so each has a size and a time budget per cell
+# The static scan (verdicts/scan.py), similarity (reports/similarity.py) and preflight
+# (incoming/preflight.py) read text a student chose, so each has a size and a time budget per cell
 # and per submission (verdicts/budget.py counts the work and checks the deadline inside the
 # loops, never interrupting anything). What is over a budget is skipped by that analysis with a
 # sign saying so ("too_large"): too large to compare beats a stalled batch. An honest submission
@@ -144,6 +164,85 @@ NOTEBOOK_BYTES = 50 * 1024 * 1024  # preflight: a larger notebook file is not ev
 NOTEBOOK_CELLS = 5_000
 NOTEBOOK_CELL_CHARS = 2 * 1024 * 1024  # preflight: one cell's source; a larger one is emptied, with a note
 PREFLIGHT_SECONDS = 30.0  # preflight of one submission, checked between its steps; past it: graded as empty
+HUGE_BYTES = 5 * 1024 * 1024  # preflight: a larger notebook's outputs are dropped (the grader re-makes them)
+# similarity's canonical form (reports/canonical.py): statements per block past which the order is
+# kept (ordering is quadratic: ~20,000 units)
+MAX_SORTED_STATEMENTS = 200
+
+
+# ------------------------------------------------------------ intake
+# an LMS's zip (incoming/collect.py; `backprop-ninja collect --max-notebook-mb/--max-total-mb`)
+MAX_NOTEBOOK_BYTES = 50 * 2**20  # one notebook, declared or as read: a larger entry is skipped
+MAX_TOTAL_BYTES = 2 * 2**30  # all the notebooks taken from one zip, counted as they are read
+MAX_ENTRIES = 100_000  # entries of one zip, else it is refused: zipfile lists them all on opening
+# the exchange's inbound/ (incoming/inbound.py: what `nbgrader collect` takes)
+# c.SafeCollect.max_per_student's default (exchange.py): a student's latest
+# folders looked at, older ones not; a flood in their name costs a stat each
+MAX_PER_STUDENT = 20
+MAX_FILES = 10_000  # files and folders in one submission
+MAX_DEPTH = 32  # folders inside folders of one submission
+
+
+# ------------------------------------------------------------ the kernel
+# The defaults of LimitedExecute's traits (preprocessors/limited_execute.py; c.LimitedExecute.<trait>)
+MAX_OUTPUT_BYTES = 2_000_000  # max_output_bytes: output kept per cell, the rest dropped as it arrives
+MAX_TOTAL_OUTPUT_BYTES = 20_000_000  # max_total_output_bytes: for the whole submission, added cells included
+SUBMISSION_SECONDS = 900  # submission_timeout: all the cells of one submission; later ones are not run
+START_ATTEMPTS = 3  # start_attempts: kernel starts tried before the cells are marked not run
+# iopub_timeout: nbclient waits 4 s after a cell's reply for the outputs still unread, then raises:
+# a loaded grader still reading a flood lost its last outputs and the truncation note
+IOPUB_SECONDS = 30
+# (confine/kernel.py) a submission folder bigger than this is not copied whole into the scratch
+MAX_COPY_MB = 50
+# the warm kernel server (confine/warm.py)
+WARM_START_SECONDS = 120  # its start: torch's import on a loaded machine
+WARM_FORK_SECONDS = 30  # its answer to a kernel's start (a fork); none: the kernel starts cold
+WARM_END_SECONDS = 10  # the previous kernel's end, heard after it was killed
+WARM_CLOSE_SECONDS = 5  # the server's own exit once its input is closed; then it is killed
+# the sandbox (confine/)
+PROBE_SECONDS = 60  # (probe.py) a loaded machine; a bwrap that hangs is a failure too
+PROBE_TMP_MB = 256  # (bwrap.py) the probe's /tmp; a sandbox's own is BACKPROP_NINJA_TMP_MB
+PACKAGE_LOOKUP_SECONDS = 120  # (bwrap.py) a `python -I` asked where it imports the kit from
+
+
+# ------------------------------------------------------------ the replay server (replay/client.py)
+REPLAY_START_SECONDS = 120.0  # its start: torch's import and the notebook's shared first cells
+ANSWER_SLACK_SECONDS = 30.0  # an answer may come this long after the run's own timeout
+MAX_HEADER_BYTES = 4096  # an answer's header line; a longer one: the server is not trusted
+MAX_STATUS = 300  # characters of a run's status kept
+
+
+# ------------------------------------------------------------ the replay's results
+# A run's frame, at most MAX_FRAME_BYTES (grader/untrusted/protocol.py), is its JSON record, then a
+# zip of tensors. The record (results.py):
+MAX_META_BYTES = 2 * 1024 * 1024  # the JSON record
+MAX_STR = 1000  # characters of a message (an error, ex4_error): the replay cuts its own messages at 300
+MAX_NAMES = 2000  # names a run reports (its namespace's, an error's assigned ones)
+MAX_ERRORS = 1000  # errors a run reports
+MAX_ALIASES = 200  # pairs of names that hold the same tensor
+MAX_N_AT = 16  # answer cells whose `n` a run reports
+MAX_N_AT_CHARS = 40  # one such `n` when it is not a number (the replay cuts its repr at 40)
+MAX_CPU = 200  # cells whose CPU time a run reports
+MAX_EVENT_CHARS = 200  # characters of what one autograd event says
+# the tensors (tensors.py)
+MAX_PICKLE_BYTES = 256 * 1024  # the archive's index of tensors: a few kB when honest
+MAX_ENTRY_BYTES = 8 * 1024 * 1024  # one tensor: a too-big one is refused by key, not by frame
+MAX_NAME = 200  # characters of a name: an archive entry's, a tensor's description, one the record reports
+MAX_NDIM = 4  # dimensions of a near-miss shape a hint may explain
+
+
+# ------------------------------------------------------------ feedback
+MAX_HINT = 300  # (preprocessors/feedback_summary.py) characters: hints quote student code and error messages
+
+
+# ------------------------------------------------------------ grading a class (grading/)
+WORKER_STOP_SECONDS = 30  # (workers.py) an nbgrader process told to stop (SIGTERM), then killed
+GRADEBOOK_LOCK_SECONDS = 120  # (remote.py) a cluster worker's SQLite gradebook, waiting for its lock
+CLUSTER_RETRIES = 1  # (cluster.py) Dask's reruns of a submission's task that failed
+
+
+# ------------------------------------------------------------ Gradescope (gradescope/course.py)
+AUTOGRADE_SECONDS = 3600  # Gradescope's own timeout (up to 40 min, set per assignment) comes first
 
 
 # ------------------------------------------------------------ where records go

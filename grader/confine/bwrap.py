@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-from ..settings import env
+from ..settings import PACKAGE_LOOKUP_SECONDS, PROBE_TMP_MB, env
 from . import users
 from .probe import WARNING, SandboxUnavailable, Status, probe, unsandboxed_allowed
 
@@ -100,7 +100,7 @@ def bwrap_works() -> bool:
     return sandbox_status().works
 
 
-def _base_args(tmp_mb: int = 256) -> list[str]:
+def _base_args(tmp_mb: int = PROBE_TMP_MB) -> list[str]:
     # No user namespace: bwrap runs as the grader, and setpriv then drops to a real, powerless uid.
     args = [
         "--die-with-parent",
@@ -152,7 +152,7 @@ def package_inside() -> Path:
         [sys.executable, "-I", "-c", "import grader, os; print(os.path.dirname(grader.__file__))"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=PACKAGE_LOOKUP_SECONDS,
         cwd="/",
     )
     path = found.stdout.strip()

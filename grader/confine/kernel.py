@@ -16,10 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..settings import MAX_COPY_MB
 from ..untrusted.protocol import KERNEL_CONNECTION_FILE, SUBMISSION_INSIDE
 from .bwrap import WARNING, Sandbox, default_sandbox
-
-MAX_COPY_MB = 50  # a submission folder bigger than this is not copied whole into the scratch
 
 
 def copy_submission(src: Path, dest: Path) -> list[str]:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from ..settings import env
+from ..settings import PROBE_SECONDS, env
 
 ALLOW_ENV = "BACKPROP_NINJA_ALLOW_UNSANDBOXED"
 WARNING = (
@@ -66,7 +66,6 @@ def warning(reason: str) -> str:
     return f"{WARNING} Why: {reason}"
 
 
-PROBE_SECONDS = 60  # a loaded machine; a bwrap that hangs is a failure too
 # The namespaces _base_args unshares (bwrap.py), around a command that needs nothing else
 NAMESPACES = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
 MINIMAL = [*NAMESPACES, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "true"]

@@ -27,12 +27,12 @@ from pathlib import Path
 
 from jupyter_client.provisioning import LocalProvisioner
 
+from ..settings import WARM_CLOSE_SECONDS, WARM_END_SECONDS, WARM_FORK_SECONDS, WARM_START_SECONDS
 from ..untrusted.protocol import IPC_INSIDE, SUBMISSION_INSIDE, KernelStart
 from .bwrap import default_sandbox, inside_environment
 from .kernel import copy_submission
 
 DATA_INSIDE = "/run/prefix-data"  # where the server runs the notebook's first cells
-START_SECONDS = 120  # torch's import on a loaded machine
 
 
 class WarmRefused(RuntimeError):
@@ -82,7 +82,7 @@ class WarmServer:
             )
         self._buf = b""
         self._send({"prefix": self.prefix if data else [], "data_dir": DATA_INSIDE if data else "/"})
-        hello = self._next(START_SECONDS)
+        hello = self._next(WARM_START_SECONDS)
         self.skipped = hello.get("skipped", 0) if hello else 0
         if not hello or not hello.get("ready") or hello.get("threads") != 1:
             self.close()
@@ -132,9 +132,9 @@ class WarmServer:
             "tmp_mb": self.limits.tmp_mb,
         }
         self._send({"start": request})
-        reply = self._next(30)
+        reply = self._next(WARM_FORK_SECONDS)
         while reply and "exited" in reply:  # a kernel before: it was heard of as it ended
-            reply = self._next(30)
+            reply = self._next(WARM_FORK_SECONDS)
         if reply and "refused" in reply:
             raise WarmRefused(
                 f"the warm kernel server cannot give a kernel a clean slate: {reply['refused']}"
@@ -149,7 +149,7 @@ class WarmServer:
         if self.kernel_pid is None or self.poll() is not None:
             return
         self.kill()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + WARM_END_SECONDS
         while self.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
 
@@ -177,7 +177,7 @@ class WarmServer:
     def close(self) -> None:
         try:
             self.proc.stdin.close()  # the server kills its kernel and exits
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=WARM_CLOSE_SECONDS)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait()

@@ -20,9 +20,7 @@ from ..incoming import intake
 from ..incoming.preflight import check_submission
 from ..preprocessors.unsandboxed import ALLOW_FLAG
 from ..reports.scores import read_scores
-from ..settings import report_dir
-
-AUTOGRADE_SECONDS = 3600  # Gradescope's own timeout (up to 40 min, set per assignment) comes first
+from ..settings import AUTOGRADE_SECONDS, report_dir
 
 
 def _db_url(course: Path) -> str:

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ..exercise import spec
-from ..settings import report_dir
+from ..settings import CLUSTER_RETRIES, report_dir
 from . import remote
 from .bundles import pack, unpack
 from .progress import Progress
@@ -56,7 +56,7 @@ def grade(
                 list(extra),
                 key=f"backprop-ninja-{s}",
                 pure=False,
-                retries=1,
+                retries=CLUSTER_RETRIES,
             ): s
             for s in students
         }

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from ..exercise import spec
-from ..settings import report_dir
+from ..settings import GRADEBOOK_LOCK_SECONDS, report_dir
 from .bundles import pack, unpack
 from .nbgrader_cli import run_nbgrader
 
@@ -65,7 +65,7 @@ def _prepared(common: bytes) -> Path:
 
 def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     # the worker's own gradebook, whatever database the course uses
-    db = f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}?timeout=120"
+    db = f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}?timeout={GRADEBOOK_LOCK_SECONDS}"
     return run_nbgrader(
         course,
         *args,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exercise import spec
-from ..settings import db_url
+from ..settings import WORKER_STOP_SECONDS, db_url
 from .nbgrader_cli import nbgrader_call
 from .progress import Progress
 
@@ -181,6 +181,6 @@ def _stop(share: Share) -> None:
     if share.proc is not None and share.proc.poll() is None:
         try:
             os.killpg(share.proc.pid, signal.SIGTERM)
-            share.proc.wait(timeout=30)
+            share.proc.wait(timeout=WORKER_STOP_SECONDS)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(share.proc.pid, signal.SIGKILL)

@@ -38,11 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exercise import spec
+from ..settings import MAX_ENTRIES, MAX_NOTEBOOK_BYTES, MAX_TOTAL_BYTES
 from .lms_names import Layout, Refused, decide, parse, parse_undecided, shown
 
-MAX_NOTEBOOK_BYTES = 50 * 2**20
-MAX_TOTAL_BYTES = 2 * 2**30
-MAX_ENTRIES = 100_000
 _CHUNK = 2**16
 _UPLOAD = re.compile(r".*?(?:-(?P<n>[0-9]{1,6}))?\.ipynb", re.I | re.S)
 _RULES = ("the highest submission id", "the highest upload suffix", "the latest zip entry time", "zip order")

@@ -51,6 +51,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.exchange.default.collect import ExchangeCollect
 from traitlets import Integer
 
+from ..settings import MAX_PER_STUDENT
 from . import inbound
 
 EXCHANGE_FOLDER = "exchange"
@@ -120,7 +121,7 @@ class SafeCollect(ExchangeCollect):
     Its options are ExchangeCollect's (--update, --before-duedate, check_owner) and one more."""
 
     max_per_student = Integer(
-        inbound.MAX_PER_STUDENT, help="How many of a student's latest folders in inbound/ are looked at."
+        MAX_PER_STUDENT, help="How many of a student's latest folders in inbound/ are looked at."
     ).tag(config=True)
 
     def init_src(self):

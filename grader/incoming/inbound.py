@@ -43,9 +43,8 @@ from pathlib import Path
 
 from nbgrader.utils import parse_utc
 
-MAX_PER_STUDENT = 20
-MAX_FILES = 10_000  # files and folders in one submission
-MAX_DEPTH = 32
+from ..settings import MAX_DEPTH, MAX_FILES, MAX_PER_STUDENT
+
 FUTURE_SLACK = timedelta(minutes=5)  # clocks of several machines sharing the exchange
 BACKDATE_SLACK = timedelta(minutes=15)  # nbgrader names a folder before it copies the files
 _CHUNK = 2**16

@@ -23,10 +23,8 @@ from pathlib import Path
 import nbformat
 
 from ..quote import for_markdown
-from ..settings import NOTEBOOK_BYTES, NOTEBOOK_CELL_CHARS, NOTEBOOK_CELLS, PREFLIGHT_SECONDS
+from ..settings import HUGE_BYTES, NOTEBOOK_BYTES, NOTEBOOK_CELL_CHARS, NOTEBOOK_CELLS, PREFLIGHT_SECONDS
 from ..verdicts.budget import Budget
-
-HUGE_BYTES = 5 * 1024 * 1024
 
 
 @dataclass

@@ -24,14 +24,13 @@ from traitlets import List
 
 from ..exercise import spec
 from ..exercise.cells import nbgrader_meta
-from ..settings import report_dir
+from ..settings import MAX_HINT, report_dir
 
 __all__ = ["FeedbackSummary", "Row", "strip_hidden_tests", "summary_html"]
 
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 # The kit's grading call, wherever an instructor put it: the student needs none of it.
 _KIT_LINE = re.compile(r"^\s*(from\s+grader\.incell\s+import\b|import\s+grader\.incell\b|grade\()")
-MAX_HINT = 300  # characters: hints quote student code and error messages
 
 
 @dataclass

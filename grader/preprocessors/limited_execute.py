@@ -29,6 +29,13 @@ from ..confine import default_sandbox, make_kernel_dir
 from ..confine.probe import unsandboxed_allowed
 from ..confine.warm import WarmProvisioner, warm_server
 from ..replay.plan import kernel_prefix
+from ..settings import (
+    IOPUB_SECONDS,
+    MAX_OUTPUT_BYTES,
+    MAX_TOTAL_OUTPUT_BYTES,
+    START_ATTEMPTS,
+    SUBMISSION_SECONDS,
+)
 from . import unsandboxed
 
 
@@ -49,12 +56,12 @@ def _kernel_prefix(source: Path, mtime_ns: int) -> list[str]:
 
 class LimitedExecute(Execute):
     max_output_bytes = Integer(
-        2_000_000,
+        MAX_OUTPUT_BYTES,
         help="Output kept per cell; the rest is dropped as it "
         "arrives, so a flood cannot fill the grader's memory.",
     ).tag(config=True)
     submission_timeout = Integer(
-        900, help="Seconds for all the cells of one submission; cells after that are not run."
+        SUBMISSION_SECONDS, help="Seconds for all the cells of one submission; cells after that are not run."
     ).tag(config=True)
 
     warm_kernels = Bool(
@@ -71,19 +78,18 @@ class LimitedExecute(Execute):
 
     @default("iopub_timeout")
     def _iopub_timeout(self):
-        # nbclient waits 4 s after a cell's reply for the outputs still unread, then raises: a
-        # loaded grader still reading a flood lost its last outputs and the truncation note
-        return 30
+        return IOPUB_SECONDS  # nbclient's 4 s lost a loaded grader's last outputs (grader/settings.py)
 
     @default("allow_unsandboxed")
     def _allow_from_environment(self):
         return unsandboxed_allowed()
 
     start_attempts = Integer(
-        3, help="Kernel starts to try before the cells are marked not run (the replay grades regardless)."
+        START_ATTEMPTS,
+        help="Kernel starts to try before the cells are marked not run (the replay grades regardless).",
     ).tag(config=True)
     max_total_output_bytes = Integer(
-        20_000_000,
+        MAX_TOTAL_OUTPUT_BYTES,
         help="Output kept for the whole submission (added "
         "cells included); past it, outputs are dropped with a note.",
     ).tag(config=True)

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..confine import Sandbox, default_sandbox
+from ..settings import ANSWER_SLACK_SECONDS, MAX_HEADER_BYTES, MAX_STATUS, REPLAY_START_SECONDS
 from ..untrusted.protocol import BLOCK, MAX_FRAME_BYTES, AnswerHeader, RunRequest, ServerHello
 
 Launcher = Callable[[list[str]], subprocess.Popen]
 # -I: nothing from the current folder, PYTHONPATH or the user's site-packages is imported
 SERVER_COMMAND = [sys.executable, "-I", "-m", "grader.untrusted.server"]
-MAX_HEADER_BYTES = 4096
 
 
 class ProtocolError(Exception):
@@ -109,7 +109,7 @@ class ReplayServer:
         self.proc = self.launcher(SERVER_COMMAND)
         hello: ServerHello = {"prefix": self.prefix, "data_dir": str(self.home)}
         self._send(hello)
-        ready = json.loads(self._line(time.monotonic() + 120.0))
+        ready = json.loads(self._line(time.monotonic() + REPLAY_START_SECONDS))
         if not ready.get("ready"):
             self.close()
             raise RuntimeError(f"the replay server did not start: {ready}")
@@ -142,7 +142,7 @@ class ReplayServer:
                 "statement_seconds": statement_seconds,
             }
             self._send(request)
-            return self._answer(nonce, time.monotonic() + timeout + 30.0)
+            return self._answer(nonce, time.monotonic() + timeout + ANSWER_SLACK_SECONDS)
         except (OSError, ValueError, TimeoutError, ProtocolError) as e:
             self.close()  # a submission that takes the server down costs only itself
             return f"the replay server stopped: {e}", None, None
@@ -157,7 +157,7 @@ class ReplayServer:
         frame = self._exactly(size, deadline)
         cpu = header.get("cpu")
         cpu = float(cpu) if type(cpu) in (int, float) and 0 <= cpu < 1e6 else None
-        return status[:300], (frame or None), cpu
+        return status[:MAX_STATUS], (frame or None), cpu
 
     def _send(self, obj: dict) -> None:
         self.proc.stdin.write((json.dumps(obj) + "\n").encode())

@@ -18,6 +18,17 @@ import torch
 
 from ..exercise import spec
 from ..exercise.compare import MISSING, Foreign
+from ..settings import (
+    MAX_ALIASES,
+    MAX_CPU,
+    MAX_ERRORS,
+    MAX_EVENT_CHARS,
+    MAX_META_BYTES,
+    MAX_N_AT,
+    MAX_N_AT_CHARS,
+    MAX_NAMES,
+    MAX_STR,
+)
 from ..untrusted.protocol import (
     EVENT_KINDS,
     EX4,
@@ -34,10 +45,6 @@ from ..untrusted.protocol import (
 from .tensors import MAX_NAME, BadFrame, Expect, load_tensors
 
 EX1_CELL = spec.ANSWER_CELLS[1]
-
-MAX_META_BYTES = 2 * 1024 * 1024
-MAX_STR = 1000  # the replay cuts its own messages at 300
-MAX_NAMES, MAX_ERRORS, MAX_ALIASES, MAX_N_AT, MAX_CPU = 2000, 1000, 200, 16, 200
 
 
 def expected_shapes(fresh) -> dict[str, Expect]:
@@ -174,7 +181,7 @@ def _event(v, where: str) -> dict:
     line = v.get("line")
     return {
         "kind": _is(v.get("kind"), f"{where}.kind", v.get("kind") in EVENT_KINDS, f"one of {EVENT_KINDS}"),
-        "what": _str(v.get("what", ""), where, 200),
+        "what": _str(v.get("what", ""), where, MAX_EVENT_CHARS),
         "cell": _name(v.get("cell", ""), where),
         "line": _is(line, where, line is None or type(line) is int, "a line number"),
     }
@@ -191,7 +198,7 @@ SCHEMA = {
     "names": lambda v, w: _list(v, w, MAX_NAMES, _name),
     "aliases": lambda v, w: _list(v, w, MAX_ALIASES, _pair),
     "n_at": lambda v, w: {
-        _name(k, w): (v[k] if type(v[k]) in (int, bool) else _str(v[k], w, 40))
+        _name(k, w): (v[k] if type(v[k]) in (int, bool) else _str(v[k], w, MAX_N_AT_CHARS))
         for k in list(_dict(v, w))[:MAX_N_AT]
     },
     "errors": lambda v, w: _list(v, w, MAX_ERRORS, _error),

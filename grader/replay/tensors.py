@@ -13,13 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
+from ..settings import MAX_ENTRY_BYTES, MAX_NAME, MAX_NDIM, MAX_PICKLE_BYTES
 from ..untrusted.protocol import MAX_FRAME_BYTES
 
-MAX_PICKLE_BYTES = 256 * 1024  # the archive's index of tensors: a few kB when honest
-MAX_ENTRY_BYTES = 8 * 1024 * 1024  # one tensor: a too-big one is refused by key, not by frame
 ARCHIVE_OVERHEAD = 8  # torch.save's entries besides one per tensor
-MAX_NAME = 200
-MAX_NDIM = 4
 
 
 class BadFrame(ValueError):

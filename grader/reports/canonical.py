@@ -17,9 +17,9 @@ import re
 from collections import Counter
 
 from ..exercise.cells import strip_magics
+from ..settings import MAX_SORTED_STATEMENTS
 from ..verdicts.budget import Budget, parse, walk
 
-_MAX_SORTED = 200  # statements per block past which the order is kept (quadratic: ~20,000 units)
 _TOKEN = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\S")
 _COMPOUND = (ast.FunctionDef, ast.ClassDef, ast.For, ast.While, ast.If, ast.With)  # async ones: a leaf
 _FLOW = (ast.Return, ast.Raise, ast.Break, ast.Continue, ast.Global, ast.Nonlocal)
@@ -77,7 +77,7 @@ def _canonical(stmts: list, fixed: set[str], budget: Budget, sizes: dict[int, in
         s.body = _canonical(s.body, fixed, budget, sizes)
         s.orelse = _canonical(getattr(s, "orelse", []), fixed, budget, sizes)
     n = len(stmts)
-    if n > _MAX_SORTED:
+    if n > MAX_SORTED_STATEMENTS:
         return stmts
     budget.spend(2 * sum(sizes.get(id(s), 1) for s in stmts) + n * (n - 1) // 2)  # keys, effects, pairs
     keys = [ast.dump(_rename(copy.deepcopy(s), fixed)) for s in stmts]

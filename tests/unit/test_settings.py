@@ -1,8 +1,9 @@
 """grader/settings.py: environment variables with typed defaults, every one the kit reads
-listed once, and where the per-student records go."""
+listed once, every limit of the trusted side defined there, and where the per-student records go."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from pathlib import Path
@@ -120,3 +121,67 @@ def test_report_dir_default_is_the_traits_default():
     from grader.preprocessors.replay_grades import ReplayGrades
 
     assert ReplayGrades.class_traits()["report_dir"].default_value == settings.REPORT_DIR == "reports"
+
+
+# ------------------------------------------------------------ every limit of the trusted side is here
+LIMIT_NAME = re.compile(r"^(MAX_[A-Z0-9_]+|[A-Z0-9_]+_(SECONDS|BYTES|MB))$")
+# The untrusted side cannot import settings.py (the sandbox mounts only these folders): its limits,
+# and those both sides use (grader/untrusted/protocol.py's MAX_FRAME_BYTES), stay there.
+UNTRUSTED = ("untrusted", "exercise")
+# Named like a limit, and not one: why
+NOT_LIMITS = {
+    ("reports/similarity.py", "MAX_HOLDERS"): "MOSS's -m: a fingerprint this many students hold is "
+    "common knowledge (a detection parameter, the larger of it and 5% of the class)",
+}
+
+
+def _numeric(node: ast.expr) -> bool:
+    """A number, or arithmetic on numbers and other constants' names (50 * 2**20, 4 * MAX_X)."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (int, float)
+    if isinstance(node, ast.UnaryOp):
+        return _numeric(node.operand)
+    if isinstance(node, ast.BinOp):
+        return all(_numeric(n) or isinstance(n, ast.Name) for n in (node.left, node.right))
+    return False
+
+
+def _module_constants(tree: ast.Module):
+    """(name, value) of each module-level assignment, `A, B = 1, 2` included."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, ast.AnnAssign):
+            targets = [stmt.target]
+        else:
+            continue
+        for target in targets:
+            if isinstance(target, ast.Name) and stmt.value is not None:
+                yield target.id, stmt.value
+            elif isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple):
+                yield from (
+                    (t.id, v) for t, v in zip(target.elts, stmt.value.elts) if isinstance(t, ast.Name)
+                )
+
+
+def test_every_limit_of_the_trusted_side_is_in_settings():
+    """A module-level numeric constant named like a limit (MAX_*, *_SECONDS, *_BYTES, *_MB; a
+    leading underscore does not hide it) outside settings.py and the untrusted side is a limit
+    that belongs in settings.py: the module imports it from there instead."""
+    found = []
+    for path in sorted(GRADER.rglob("*.py")):
+        rel = path.relative_to(GRADER).as_posix()
+        if rel == "settings.py" or rel.split("/")[0] in UNTRUSTED:
+            continue
+        for name, value in _module_constants(ast.parse(path.read_text())):
+            if LIMIT_NAME.match(name.lstrip("_")) and _numeric(value) and (rel, name) not in NOT_LIMITS:
+                found.append(f"{rel}: {name}")
+    assert found == []
+
+
+def test_the_limits_test_sees_limits():
+    tree = ast.parse(
+        "MAX_A = 50 * 2**20\n_MAX_B = 200\nC_SECONDS: float = 1.0\nMAX_D, E_MB = 1, 2\nMAX_S = 'x'\n"
+    )
+    named = [n for n, v in _module_constants(tree) if LIMIT_NAME.match(n.lstrip("_")) and _numeric(v)]
+    assert named == ["MAX_A", "_MAX_B", "C_SECONDS", "MAX_D", "E_MB"]

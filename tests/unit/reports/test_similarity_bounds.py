@@ -18,7 +18,6 @@ from grader import settings
 from grader.exercise import spec
 from grader.incoming.submissions import Sample, reference_answers, write_submissions
 from grader.reports import canonical, similarity, suspicious
-from grader.reports.canonical import _MAX_SORTED
 from grader.reports.similarity import similar_pairs
 from grader.verdicts.budget import Budget, OverBudget, end_checks_seconds
 
@@ -106,7 +105,8 @@ def test_the_canonical_form_is_refused_at_its_cells_budget():
     one = Budget("unbounded")
     canonical.tokens(dead_blocks(1, lines=150), set(), one)
     assert 150**2 / 2 < one.spent < 2 * 150**2  # one block: its pairs, then linear work
-    assert _MAX_SORTED**2 / 2 < settings.ANALYSIS_CELL_WORK  # one block of honest code is always ordered
+    # one block of honest code is always ordered
+    assert settings.MAX_SORTED_STATEMENTS**2 / 2 < settings.ANALYSIS_CELL_WORK
 
 
 def test_past_the_submissions_budget_its_later_cells_are_listed(course):
