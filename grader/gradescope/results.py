@@ -95,9 +95,8 @@ def graded(
         for ex in (1, 2, 3, 4)
     ]
     summary += [f"Note: {n}" for n in notes]
-    extra = {k: record.get(k) for k in ("student", "seed", "problems", "suspicious")}
-    if "flags" in record:  # each sign with its kind and grade ids (grader/verdicts/flags.py), for staff
-        extra["flags"] = record["flags"]
+    # the flags: each sign with its kind and grade ids (grader/verdicts/flags.py), for staff
+    extra = {k: record.get(k) for k in ("student", "seed", "problems", "flags")}
     return Results(
         output="\n".join(summary), tests=tests, execution_time=round(execution_time), extra_data=extra
     )

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exercise import spec
+from ..verdicts.flags import Flag
 from . import course as course_mod
 from . import results, sandboxing
 
@@ -156,8 +157,8 @@ def _log(record: dict, note: str | None) -> None:
     print(f"seed {record.get('seed')}, replay {record.get('replay_seconds')} s", flush=True)
     for line in ([note] if note else []) + record.get("problems", []):
         print(f"problem: {line}")
-    for line in record.get("suspicious", []):
-        print(f"suspicious: {line}")
+    for flag in record.get("flags", []):
+        print(f"suspicious: {Flag.from_json(flag).reason()}")
 
 
 def run(*, root: Path) -> results.Results:

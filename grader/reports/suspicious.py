@@ -22,7 +22,7 @@ from pathlib import Path
 from ..exercise import spec
 from ..quote import for_log
 from ..settings import report_dir
-from ..verdicts.flags import KERNEL, cell_grade_ids
+from ..verdicts.flags import KERNEL
 
 SHOWN = 8  # entries printed per student; the file has all of them
 
@@ -61,9 +61,7 @@ def collect_findings(
 
 
 def _entries(student: str, record: dict) -> list[Entry]:
-    flags = record.get("flags")
-    if flags is None:  # a record written before flags had kinds
-        flags = [_legacy(reason) for reason in record.get("suspicious") or []]
+    flags = record.get("flags") or []
     kernel = [f for f in flags if f["kind"] == KERNEL]
     if len(kernel) < 2:
         kernel = []
@@ -73,16 +71,6 @@ def _entries(student: str, record: dict) -> list[Entry]:
         evidence = f"{len(gids)} values matched autograd in the student's kernel but fail on fresh inputs"
         out.append(Entry([student], KERNEL, evidence, gids))
     return out
-
-
-def _legacy(reason: str) -> dict:
-    """A reason string of an older record: its kind from its prefix, where it has one."""
-    if "matched autograd in the student's kernel" in reason:
-        return {"kind": KERNEL, "evidence": reason, "grade_ids": [reason.split()[0]]}
-    head, _, rest = reason.partition(": ")
-    if head == "tampering":
-        return {"kind": "tampering", "evidence": rest, "grade_ids": cell_grade_ids(rest.split(",")[0])}
-    return {"kind": "other", "evidence": reason, "grade_ids": []}
 
 
 def _similar(course: Path, seconds: float | None = None) -> list[Entry]:

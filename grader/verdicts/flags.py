@@ -28,11 +28,17 @@ class Flag:
     grade_ids: list[str]
 
     def reason(self) -> str:
-        """The record's "suspicious" line, read by people and by older tools."""
+        """The flag in one line, for people (Gradescope's log for staff, say)."""
         return f"{self.kind}: {self.evidence}"
 
     def to_json(self) -> dict:
+        """As the record keeps it: reports/replay/<student>.json's "flags", one object each."""
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Flag:
+        """A record's flag back (to_json's object); its reason() is the line it had."""
+        return cls(str(data["kind"]), str(data["evidence"]), list(data.get("grade_ids") or []))
 
 
 def cell_grade_ids(cell: str) -> list[str]:

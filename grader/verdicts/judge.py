@@ -59,7 +59,6 @@ class JudgeRecord:
             "score": sum(v.score for v in self.verdicts.values()),
             "max_score": sum(v.max_score for v in self.verdicts.values()),
             "problems": self.problems,
-            "suspicious": [f.reason() for f in self.suspicious],
             "flags": [f.to_json() for f in self.suspicious],
             "findings": [f.text() for f in self.findings],
             "verdicts": {

@@ -366,7 +366,7 @@ def test_grade_and_message(hostile_course, case):
         assert words.replace("`", "") in text, words
     record = json.loads((course / "reports" / "replay" / f"{case.student}.json").read_text())
     if case.suspicious is not None:
-        assert bool(record["suspicious"]) == case.suspicious, record["suspicious"]
+        assert bool(record["flags"]) == case.suspicious, record["flags"]
 
 
 def test_nothing_outside_the_scratch_changed(hostile_course):

@@ -9,6 +9,7 @@ from grader.exercise import spec
 from grader.gradescope import results
 
 ALL = [g.grade_id for g in spec.GRADED]
+FLAGS = [{"kind": "autograd", "evidence": "ex1_solution, line 1: reads .grad", "grade_ids": ["ex1_dW1"]}]
 
 
 def _record():
@@ -23,7 +24,7 @@ def _record():
         "lines": ["dbndiff2 | exact: False", "hint: Bessel's correction"],
     }
     verdicts["ex4_training"]["hint"] = "the loss did not fall"  # a hint that is not among the lines
-    return {"student": "42", "seed": 7, "problems": [], "suspicious": ["reads .grad"], "verdicts": verdicts}
+    return {"student": "42", "seed": 7, "problems": [], "flags": FLAGS, "verdicts": verdicts}
 
 
 def _scores():
@@ -59,7 +60,7 @@ def test_summary_notes_and_the_tas_data():
     assert f"{spec.total_points() - 1:g}/{spec.total_points():g} points" in out.output
     assert f"exercise 1: 25/{spec.exercise_points(1):g}" in out.output
     assert "Note: graded as backprop_ninja.ipynb" in out.output
-    assert out.extra_data == {"student": "42", "seed": 7, "problems": [], "suspicious": ["reads .grad"]}
+    assert out.extra_data == {"student": "42", "seed": 7, "problems": [], "flags": FLAGS}
 
 
 def test_not_graded_is_zero_with_the_reason(tmp_path):
@@ -81,7 +82,7 @@ def test_written_json_has_gradescopes_fields(tmp_path):
     assert set(data["tests"][0]) == {"name", "score", "max_score", "output", "visibility"}
 
 
-def test_the_flags_go_to_staff_with_their_kinds():
-    flags = [{"kind": "autograd", "evidence": "ex1_solution, line 1: reads .grad", "grade_ids": ["ex1_dW1"]}]
+def test_the_flags_go_to_staff_with_their_kinds_once():
+    flags = [{"kind": "tampering", "evidence": "ex1_solution, line 2: torch.allclose = f", "grade_ids": ALL}]
     out = results.graded(scores=_scores(), record=_record() | {"flags": flags}, notes=[])
-    assert out.extra_data["flags"] == flags
+    assert out.extra_data["flags"] == flags and "suspicious" not in out.extra_data

@@ -79,3 +79,18 @@ def test_a_failing_grader_still_writes_results(tmp_path, capsys):
     data = json.loads((tmp_path / "results" / "results.json").read_text())
     assert data["score"] == 0.0 and "autograder failed" in data["output"]
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_the_staff_log_has_one_line_per_flag(capsys):
+    flags = [
+        {"kind": "autograd", "evidence": "ex1_solution, line 1: reads .grad", "grade_ids": ["ex1_dW1"]},
+        {"kind": "kernel", "evidence": "ex1_dW1 matched autograd in the student's kernel", "grade_ids": []},
+    ]
+    run._log({"seed": 7, "replay_seconds": 1.5, "problems": ["run ex3: timeout"], "flags": flags}, "a note")
+    assert capsys.readouterr().out.splitlines() == [
+        "seed 7, replay 1.5 s",
+        "problem: a note",
+        "problem: run ex3: timeout",
+        "suspicious: autograd: ex1_solution, line 1: reads .grad",
+        "suspicious: kernel: ex1_dW1 matched autograd in the student's kernel",
+    ]

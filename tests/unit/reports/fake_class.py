@@ -103,7 +103,11 @@ def record(student: str) -> dict:
             "hint": hint,
             "lines": [],
         }
-    suspicious = ["the <b>reference</b> was imported"] if student == HOSTILE else []
+    flags = (
+        [{"kind": "introspection", "evidence": "the <b>reference</b> was imported", "grade_ids": []}]
+        if student == HOSTILE
+        else []
+    )
     return {
         "student": student,
         "seed": 1,
@@ -111,8 +115,8 @@ def record(student: str) -> dict:
         "score": sum(v["score"] for v in verdicts.values()),
         "max_score": spec.total_points(),
         "problems": ["run ex4: timeout"] if student == "ben" else [],
-        "suspicious": suspicious,
-        "findings": ["reads grader/reference/steps.py"] if suspicious else [],
+        "flags": flags,
+        "findings": ["reads grader/reference/steps.py"] if flags else [],
         "verdicts": verdicts,
     }
 

@@ -16,6 +16,7 @@ from grader.reports.suspicious import Entry, by_student, collect_findings, main
 
 EX1 = [g.grade_id for g in spec.GRADED if g.exercise == 1]
 GRAD = "ex1_solution, line 1: reads .grad: dlogprobs = logprobs.grad"
+CTYPES = "ex2_solution, line 1: imports ctypes: import ctypes"
 
 
 @dataclass
@@ -36,13 +37,10 @@ def pairs(monkeypatch):
     return found
 
 
-def _record(student, flags=None, suspicious=None, score=10.0):
+def _record(student, flags=None, score=10.0):
     record = {"student": student, "score": score, "max_score": 40.0, "findings": [], "verdicts": {}}
     if flags is not None:
         record["flags"] = flags
-        record["suspicious"] = [f"{f['kind']}: {f['evidence']}" for f in flags]
-    else:
-        record["suspicious"] = suspicious or []
     return record
 
 
@@ -55,7 +53,8 @@ def course(tmp_path):
         _record("alice"),  # nothing to report
         _record("bob", [{"kind": "autograd", "evidence": GRAD, "grade_ids": EX1}], score=0.0),
         _record("carol", [{"kind": "tampering", "evidence": "torch.allclose", "grade_ids": EX1}, *kernel]),
-        _record("dave", suspicious=["tampering: ex2_solution, line 1: imports ctypes: import ctypes"]),
+        _record("dave", [{"kind": "tampering", "evidence": CTYPES, "grade_ids": ["ex2_dlogits"]}]),
+        _record("erin", []),  # nothing to report either
     ]
     for r in records:
         (replay / f"{r['student']}.json").write_text(json.dumps(r))
@@ -73,7 +72,7 @@ def test_one_entry_per_sign_and_none_for_the_honest(course):
     ]
     assert entries[0] == Entry(["bob"], "autograd", GRAD, EX1)
     assert entries[2].grade_ids == EX1[:3] and "3 values matched autograd" in entries[2].evidence
-    assert entries[3].grade_ids == ["ex2_dlogits"]  # an older record's reason: its cell's grades
+    assert entries[3] == Entry(["dave"], "tampering", CTYPES, ["ex2_dlogits"])
     assert "alice" not in by_student(entries)
 
 

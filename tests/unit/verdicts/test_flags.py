@@ -3,9 +3,11 @@ grade ids it bears on; the instructor's locked cells are never scanned."""
 
 from __future__ import annotations
 
+import json
+
 from grader.exercise import spec
 from grader.exercise.verdict import Verdict
-from grader.verdicts.flags import KERNEL, Flag, cell_grade_ids, flags, scan_plan
+from grader.verdicts.flags import KERNEL, KERNEL_EVIDENCE, Flag, cell_grade_ids, flags, scan_plan
 from grader.verdicts.judge import JudgeRecord
 from grader.verdicts.scan import scan_source
 
@@ -62,11 +64,17 @@ def test_a_kernel_pass_that_fails_the_replay_is_a_kernel_flag():
     assert "matched autograd in the student's kernel" in out[0].reason()
 
 
-def test_the_record_keeps_its_reasons_and_adds_the_flags():
+def test_the_record_keeps_each_flag_once_under_flags():
     flag = Flag("tampering", "ex1_solution, line 1: replaces torch.arange: torch.arange = f", ["ex1_dW1"])
     record = JudgeRecord("s", 1, {}, [], [flag], 0.5, []).to_json()
-    assert record["suspicious"] == [f"tampering: {flag.evidence}"]
     assert record["flags"] == [{"kind": "tampering", "evidence": flag.evidence, "grade_ids": ["ex1_dW1"]}]
+    assert "suspicious" not in record  # the reason lines are made from the flags where shown
+
+
+def test_a_flag_read_back_from_the_record_has_its_reason_line():
+    flag = Flag(KERNEL, f"ex1_dW1 {KERNEL_EVIDENCE}", ["ex1_dW1"])
+    back = Flag.from_json(json.loads(json.dumps(flag.to_json())))
+    assert back == flag and back.reason() == f"kernel: ex1_dW1 {KERNEL_EVIDENCE}"
 
 
 def test_a_name_one_cell_binds_is_the_students_in_the_next():
