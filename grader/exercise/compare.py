@@ -1,4 +1,5 @@
-"""Compare a student's gradient with the reference: the one place a match is decided.
+"""Compare a student's gradient with the reference: the one place a match is decided. The
+values that are not tensors (MISSING, Foreign, Unusable) are defined here, once.
 
 Pure functions on values, so the same code judges in the student's kernel today and in
 a separate process on fresh inputs later.
@@ -30,6 +31,14 @@ class Foreign:
 
     def __init__(self, type_name: str):
         self.type_name = type_name
+
+
+class Unusable(Foreign):
+    """A tensor the replay returned that the judge will not compute with (grader/replay/results.py)."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(f"an unusable tensor: {reason}")
+        self.message = f"the replay returned an unusable value for {name}: {reason}"
 
 
 @dataclass
@@ -98,8 +107,7 @@ def compare(name: str, value, reference: torch.Tensor, *, zero_ok_reason: str | 
     if value is None:
         return Comparison(name, False, "none", expected_shape=exp)
     if not isinstance(value, torch.Tensor):
-        # a tensor the judge refused to compute with (grader/replay/results.py) says so itself
-        problem = "unusable" if hasattr(value, "message") else "not_tensor"
+        problem = "unusable" if isinstance(value, Unusable) else "not_tensor"
         return Comparison(
             name,
             False,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..exercise import spec
-from ..exercise.compare import MISSING, Foreign
+from ..exercise.compare import MISSING, Foreign, Unusable
 from ..settings import (
     MAX_ALIASES,
     MAX_CPU,
@@ -75,14 +75,6 @@ def expected_shapes(fresh) -> dict[str, Expect]:
     for k in spec.PARAMETERS:  # the replay's own loop shapes them: exactly
         out[value_key(TRAINED, k)] = Expect(tuple(train[k].shape), True, train[k].numel())
     return out
-
-
-class Unusable(Foreign):
-    """A tensor the replay returned that the judge will not compute with."""
-
-    def __init__(self, name: str, reason: str):
-        super().__init__(f"an unusable tensor: {reason}")
-        self.message = f"the replay returned an unusable value for {name}: {reason}"
 
 
 @dataclass

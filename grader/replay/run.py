@@ -9,18 +9,17 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from ..exercise.verdict import compare_gradient
 from ..reference.inputs import FreshInputs
 from ..settings import JudgeSettings
 from ..untrusted.protocol import (
     AS_SUBMITTED,
     BLOCK,
-    EX3,
     INJECT_FILE,
     INPUTS_FILE,
     OPEN,
@@ -29,12 +28,10 @@ from ..untrusted.protocol import (
     STATUS_TIMED_OUT,
     WATCH,
     ReplayPlan,
-    parse_run_name,
-    value_key,
 )
 from . import results
 from .client import Launcher, exchange_root, launch_sandboxed, server_for
-from .plan import EX1, run_order, warm_prefix, with_correct_inputs
+from .plan import run_order, warm_prefix, with_correct_inputs
 from .results import RunResult
 
 
@@ -82,12 +79,13 @@ def run_replay(
     settings: JudgeSettings,
     *,
     names_txt: Path,
+    then: Callable[[RunResult], list[str]],
     launcher: Launcher = launch_sandboxed,
 ) -> ReplayOutput:
     """In the sandbox unless `launcher` says otherwise (client.launch_plain: tests only). The
-    notebook as submitted first; then, one request at a time and in run_order(), only
-    the runs that can change a grade (a gradient that failed as submitted is judged on its own
-    rule; exercise 3 always). Each run's result is read before the next run starts. Every run
+    notebook as submitted first; then, one request at a time, the runs `then` names from its
+    result (the judge's choice: the ones that can change a grade, verdicts/outcomes.py). Each
+    run's result is read before the next run starts. Every run
     has autograd blocked ("zero", the default policy) or open ("flag"); the notebook as submitted
     runs once more the other way (under "zero" only where it reached for autograd), so the
     judge can tell which gradients autograd made."""
@@ -119,7 +117,7 @@ def run_replay(
             return results.parse_frame(frame, status, expected, cpu)
 
         runs = {AS_SUBMITTED: one(AS_SUBMITTED, mode)}
-        for run in _runs_that_matter(runs[AS_SUBMITTED], fresh):
+        for run in then(runs[AS_SUBMITTED]):
             runs[run] = one(run, mode)
         # "zero": a watched run where the notebook reached for autograd, only to explain (3x the
         # statement limit: torch.func's first use imports torch._dynamo, seconds);
@@ -137,15 +135,3 @@ def run_replay(
         return ReplayOutput(runs, seconds, "; ".join(problems) or None, mode, counterpart)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _runs_that_matter(as_submitted: RunResult, fresh: FreshInputs) -> list[str]:
-    """Exercise 3's run, and the own-rule run of every exercise-1 gradient that failed."""
-    failed = {
-        g.name
-        for g in EX1
-        if not compare_gradient(
-            g, as_submitted.value(value_key(results.EX1_CELL, g.name)), fresh.grads[g.target]
-        ).ok
-    }
-    return [r for r in run_order()[1:] if r == EX3 or parse_run_name(r)[1] in failed]

@@ -15,35 +15,20 @@ route) gets nothing for it, and the TAs see where it happened.
 from __future__ import annotations
 
 from ..exercise import spec
-from ..exercise.verdict import Verdict, compare_gradient
-from ..reference.inputs import FreshInputs
+from ..exercise.verdict import Verdict
 from ..replay.results import RunResult
 from ..replay.run import ReplayOutput
-from ..untrusted.protocol import BLOCK, EX4, value_key
+from ..untrusted.protocol import BLOCK
 from .flags import Flag
-from .training import training_verdict
+from .outcomes import Outcomes
 
 NO_CREDIT = "computed with autograd: no credit (a gradient must be your own formula; autograd only checks it)"
 
 
-def gradient_key(g: spec.Gradient) -> str:
-    """Where the notebook's run keeps the gradient (grader/untrusted/runner.py's snapshots)."""
-    return value_key(EX4 if g.exercise == 4 else spec.ANSWER_CELLS[g.exercise], g.name)
-
-
-def _right(run: RunResult, g: spec.Gradient, fresh: FreshInputs) -> bool:
-    ref = (fresh.ex4_reference if g.exercise == 4 else fresh.grads)[g.target]
-    return compare_gradient(g, run.value(gradient_key(g)), ref).ok
-
-
-def made_by_autograd(out: ReplayOutput, fresh: FreshInputs) -> list[str]:
+def made_by_autograd(found: Outcomes) -> list[str]:
     """The grade ids right when autograd could run and wrong when it could not."""
-    blocked, watched = out.blocked, out.watched
-    if blocked is None or watched is None:
-        return []
-    made = [g.grade_id for g in spec.GRADIENTS if _right(watched, g, fresh) and not _right(blocked, g, fresh)]
-    trained = [training_verdict(r, fresh, r.meta.get("ex4_error")) for r in (watched, blocked)]
-    if trained[0].score == trained[0].max_score and trained[1].score < trained[1].max_score:
+    made = [gid for gid, o in found.gradients.items() if o.watched and o.blocked is False]
+    if found.trained_watched and found.trained_blocked is False:
         made.append(spec.TRAINING.grade_id)
     return made
 
@@ -69,13 +54,11 @@ def _say(v: Verdict, text: str, problem: str | None = None) -> None:
     v.problem = problem or v.problem
 
 
-def apply_policy(
-    verdicts: dict[str, Verdict], out: ReplayOutput, fresh: FreshInputs, policy: str
-) -> list[Flag]:
+def apply_policy(verdicts: dict[str, Verdict], found: Outcomes, out: ReplayOutput, policy: str) -> list[Flag]:
     """Turn the comparison into verdicts (policy "zero") and flags (both policies)."""
     blocked_runs = [r for r in (out.runs.values() if out.mode == BLOCK else [out.counterpart]) if r]
     worked_around = evidence(blocked_runs, ("bypass", "tamper"))
-    made = made_by_autograd(out, fresh)
+    made = made_by_autograd(found)
     used = evidence([r for r in (out.blocked, out.watched) if r], ("call", "bypass"))
     flags, lost = [], []
     for gid in made:

@@ -10,7 +10,12 @@ import difflib
 
 import torch
 
-from ..exercise.compare import ATOL, RTOL, as_reference_shape
+from ..exercise.compare import ATOL, MISSING, RTOL, Unusable, as_reference_shape
+from ..reference.inputs import FreshInputs
+from ..replay.results import RunResult
+from ..untrusted.protocol import STATUS_OK
+from .mistakes import known_mistakes
+from .outcomes import SKIPPED, Outcome
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -140,3 +145,25 @@ def _scaled(v: torch.Tensor, r: torch.Tensor, n: int) -> str | None:
                     return f"off by a factor of {label}"
             return f"off by a constant factor of about {c:.4g}"
     return None
+
+
+def explain(o: Outcome, value, main: RunResult, fresh: FreshInputs, n: int) -> str | None:
+    """The hint a failed gradient owes, on `value` (its own rule's where that shows it), from what
+    the replay saw of the notebook as submitted (`main`)."""
+    name = o.gradient.name
+    if value is MISSING and main.status not in (STATUS_OK, SKIPPED):
+        return f"the replay of your notebook stopped before this was computed: {main.status}"
+    if value is MISSING:
+        return missing(name, names=main.meta.get("names", []), errors=o.errors, cell=o.cell)
+    if not isinstance(value, torch.Tensor):
+        return value.message if isinstance(value, Unusable) else None
+    return value_hint(
+        name,
+        value,
+        o.reference,
+        n=n,
+        branches=o.branches,
+        aliases=main.meta.get("aliases", []),
+        mistakes=known_mistakes(name, fresh.values, fresh.grads),
+        n_seen=main.meta.get("n_at", {}).get(o.cell) if o.cell else None,
+    )

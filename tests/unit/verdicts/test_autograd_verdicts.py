@@ -9,7 +9,7 @@ from grader.replay.results import RunResult
 from grader.replay.run import ReplayOutput
 from grader.settings import JudgeSettings
 from grader.untrusted.protocol import BLOCK, OPEN
-from grader.verdicts import judge
+from grader.verdicts import judge, outcomes
 from grader.verdicts.autograd import NO_CREDIT, apply_policy, evidence, made_by_autograd
 
 from conftest import JUDGE_SEED
@@ -29,8 +29,9 @@ def _without(run: RunResult, *keys: str, status: str | None = None, events=()) -
 
 
 def _graded(fresh, out: ReplayOutput, policy: str):
-    verdicts = judge.all_verdicts(out, fresh, JudgeSettings(seed=JUDGE_SEED))
-    return verdicts, apply_policy(verdicts, out, fresh, policy)
+    found = outcomes.collect(out, fresh)
+    verdicts = judge.all_verdicts(found, fresh, JudgeSettings(seed=JUDGE_SEED))
+    return verdicts, apply_policy(verdicts, found, out, policy)
 
 
 def test_a_gradient_only_autograd_made_gets_no_credit_and_a_flag(fresh):
@@ -38,7 +39,7 @@ def test_a_gradient_only_autograd_made_gets_no_credit_and_a_flag(fresh):
     watched = _without(runs["main"], events=[CALL])
     runs["main"] = _without(runs["main"], KEY, events=[CALL])
     out = ReplayOutput(runs, 1.0, mode=BLOCK, counterpart=watched)
-    assert made_by_autograd(out, fresh) == ["ex1_dW1"]
+    assert made_by_autograd(outcomes.collect(out, fresh)) == ["ex1_dW1"]
     verdicts, flags = _graded(fresh, out, "zero")
     assert verdicts["ex1_dW1"].score == 0 and verdicts["ex1_dW1"].hint == NO_CREDIT
     assert verdicts["ex1_dW1"].problem == "autograd"
@@ -76,7 +77,7 @@ def test_a_sign_of_getting_under_the_check_is_listed_and_costs_nothing_by_itself
     sign = {"kind": "bypass", "what": "grad mode switched on", "cell": "ex1_solution", "line": 30}
     runs["main"] = _without(runs["main"], events=[sign])
     out = ReplayOutput(runs, 1.0, mode=BLOCK, counterpart=_without(runs["main"], events=[]))
-    assert made_by_autograd(out, fresh) == []
+    assert made_by_autograd(outcomes.collect(out, fresh)) == []
     verdicts, flags = _graded(fresh, out, "zero")
     assert sum(v.score for v in verdicts.values()) == spec.total_points()
     assert [f.kind for f in flags] == ["tampering"] and flags[0].grade_ids == []

@@ -9,11 +9,13 @@ import torch
 
 from grader.exercise import network, spec
 from grader.exercise.compare import MISSING
+from grader.exercise.verdict import compare_gradient
 from grader.reference import steps
 from grader.reference.inputs import dataset
 from grader.verdicts import hints
-from grader.verdicts.grading import decide
+from grader.verdicts.grading import NOTHING, decide, with_hint
 from grader.verdicts.mistakes import known_mistakes
+from grader.verdicts.outcomes import Outcome
 
 SEED = 4242
 USED_TWICE = ["counts", "bndiff", "hprebn", "logits"]
@@ -188,15 +190,6 @@ def test_missing_mentions_the_stub():
 
 
 # ---------------------------------------------------------------- grading.decide (grader/verdicts/grading.py)
-class Hint:
-    def __init__(self, text="HINT: look at the sign"):
-        self.text, self.calls = text, []
-
-    def __call__(self, value):
-        self.calls.append(value)
-        return self.text
-
-
 @pytest.fixture(scope="module")
 def dcsi(lec):
     """dcounts_sum_inv: its one parent is dprobs."""
@@ -205,13 +198,19 @@ def dcsi(lec):
     return spec.BY_GRADE_ID["ex1_dcounts_sum_inv"], grads["counts_sum_inv"], manual["counts_sum_inv"]
 
 
+def _outcome(g, ref, value, own=None) -> Outcome:
+    """What outcomes.collect gives decide: as submitted, and the own rule's value if it ran."""
+    mine = compare_gradient(g, own, ref) if own is not None else None
+    return Outcome(g, ref, value, compare_gradient(g, value, ref), own_rule=own, own=mine)
+
+
 def test_decide_full_points_when_main_is_right(dcsi):
     g, ref, right = dcsi
-    hint = Hint()
-    v = decide(g, as_submitted=right, reference=ref, with_correct_inputs=right * 2, hint=hint)
+    d = decide(_outcome(g, ref, right, own=right * 2))
+    v = d.verdict
     assert v.score == v.max_score == g.points
     assert not v.carried and v.hint is None
-    assert hint.calls == []
+    assert d.explain is NOTHING  # no hint owed
 
 
 @pytest.mark.parametrize("credit", [1.0, 0.5, 0.0])
@@ -219,43 +218,26 @@ def test_decide_full_points_when_main_is_right(dcsi):
 def test_decide_carried_error(dcsi, credit, points):
     g, ref, right = dcsi
     g = spec.Gradient(g.exercise, g.name, g.target, points)
-    hint = Hint()
-    v = decide(
-        g,
-        as_submitted=right * 2,
-        reference=ref,
-        with_correct_inputs=right,
-        wrong_inputs=["dprobs"],
-        carried_credit=credit,
-        hint=hint,
-    )
+    d = decide(_outcome(g, ref, right * 2, own=right), wrong_inputs=["dprobs"], carried_credit=credit)
+    v = d.verdict
     assert v.carried
     assert v.score == pytest.approx(points * credit) and v.max_score == points
     assert "your rule is right; it received a wrong `dprobs`" in "\n".join(v.lines)
-    assert hint.calls == []
+    assert d.explain is NOTHING
 
 
 def test_decide_both_wrong(dcsi):
     g, ref, right = dcsi
-    hint = Hint()
     local = right * 3
-    v = decide(
-        g,
-        as_submitted=right * 2,
-        reference=ref,
-        with_correct_inputs=local,
-        wrong_inputs=["dprobs"],
-        hint=hint,
-    )
-    assert v.score == 0.0 and not v.carried
-    assert v.hint == hint.text
-    assert any(hint.text in line for line in v.lines)
-    assert len(hint.calls) == 1 and hint.calls[0] is local  # the hint describes the student's rule
+    d = decide(_outcome(g, ref, right * 2, own=local), wrong_inputs=["dprobs"])
+    assert d.verdict.score == 0.0 and not d.verdict.carried
+    assert d.explain is local  # the hint describes the student's rule
+    v = with_hint(d.verdict, "a hint")
+    assert v.hint == "a hint" and v.lines[1] == "hint: a hint"
 
 
 def test_decide_hints_from_main_when_the_local_run_has_nothing(dcsi):
     g, ref, right = dcsi
-    hint = Hint()
     main = right * 2
-    v = decide(g, as_submitted=main, reference=ref, with_correct_inputs=MISSING, hint=hint)
-    assert v.score == 0.0 and hint.calls == [main]
+    d = decide(_outcome(g, ref, main, own=MISSING))
+    assert d.verdict.score == 0.0 and d.explain is main

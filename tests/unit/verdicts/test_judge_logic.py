@@ -12,7 +12,7 @@ from grader.replay.results import expected_shapes, parse_frame
 from grader.replay.run import ReplayOutput
 from grader.settings import JudgeSettings
 from grader.untrusted.server import encode_frame
-from grader.verdicts import judge
+from grader.verdicts import judge, outcomes
 
 from conftest import JUDGE_SEED
 from replay_runs import honest_runs
@@ -24,7 +24,7 @@ def test_an_unusable_gradient_is_a_wrong_value_with_the_reason(fresh):
     runs["main"].tensors.pop(key)
     runs["main"].rejected[key] = "float16 (12000, 4500)"
     out = ReplayOutput(runs, 0.0)
-    v = judge.all_verdicts(out, fresh, JudgeSettings(seed=JUDGE_SEED))
+    v = judge.all_verdicts(outcomes.collect(out, fresh), fresh, JudgeSettings(seed=JUDGE_SEED))
     assert v["ex1_dW1"].score == 0
     assert "hint: the replay returned an unusable value for dW1: float16 (12000, 4500)" in v["ex1_dW1"].lines
     assert v["ex1_dW2"].score == 1 and v["ex1_db1"].score == 1
@@ -72,6 +72,8 @@ def test_exercise_4_keepdim_forgotten_still_counts(fresh):
     meta = dict(runs["main"].meta)
     runs["main"] = parse_frame(encode_frame(meta, tensors), "ok", expected_shapes(fresh))
     assert tuple(runs["main"].tensors["ex4/dbngain"].shape) == (network.N_HIDDEN_TRAIN,)
-    v = judge.all_verdicts(ReplayOutput(runs, 0.0), fresh, JudgeSettings(seed=JUDGE_SEED))
+    v = judge.all_verdicts(
+        outcomes.collect(ReplayOutput(runs, 0.0), fresh), fresh, JudgeSettings(seed=JUDGE_SEED)
+    )
     assert v["ex4_dbngain"].score == 1 and "only size-1 dims differ" in v["ex4_dbngain"].lines[0]
     assert sum(x.score for x in v.values()) == spec.total_points()

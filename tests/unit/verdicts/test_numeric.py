@@ -11,7 +11,7 @@ from grader.exercise import spec
 from grader.replay.results import RunResult
 from grader.replay.run import ReplayOutput
 from grader.settings import NUMERIC_UNACCOUNTED_SECONDS, JudgeSettings
-from grader.verdicts import judge
+from grader.verdicts import judge, outcomes
 from grader.verdicts.numeric import NUMERIC, apply_numeric, budget, costly, sections
 
 from conftest import JUDGE_SEED
@@ -48,7 +48,7 @@ def _graded(fresh, main_cpu: dict, policy="zero", kernel=None):
     runs["main"] = _with_cpu(runs["main"], main_cpu, kernel)
     out = ReplayOutput(runs, 1.0)
     settings = JudgeSettings(seed=JUDGE_SEED, autograd_policy=policy)
-    verdicts = judge.all_verdicts(out, fresh, settings)
+    verdicts = judge.all_verdicts(outcomes.collect(out, fresh), fresh, settings)
     return verdicts, apply_numeric(verdicts, out, PLAN, fresh, settings)
 
 
