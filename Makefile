@@ -12,7 +12,7 @@ export NAMES_TXT
 ASSIGNMENT := backprop_ninja
 DATA := source/$(ASSIGNMENT)/names.txt
 
-.PHONY: demo test unit lint venv data release samples autograde feedback export report suspicious bench clean-run collect-zip gradescope
+.PHONY: demo test unit integration lint venv data release samples autograde feedback export report suspicious bench clean-run collect-zip gradescope
 
 demo: release samples autograde feedback export report
 
@@ -74,9 +74,13 @@ bench: data
 test: data
 	$(PY) -m pytest -q
 
-# Unit tests only: in-process, seconds.
+# Unit tests only: in-process, seconds (a unit test that starts a process fails: tests/conftest.py).
 unit: venv
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q tests/unit -m "not integration"
+
+# The unit modules' tests that start kernels, the sandbox, the replay server or nbgrader.
+integration: venv
+	$(PY) -m pytest -q tests/unit -m integration
 
 # ruff, configured in pyproject.toml: errors, unused code, import order, complexity, and the format.
 lint: venv

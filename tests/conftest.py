@@ -26,6 +26,36 @@ VENV_BIN = Path(sys.executable).parent
 JUDGE_SEED = 1234  # the `fresh` fixture's JudgeSettings.seed
 
 
+UNIT = ROOT / "tests" / "unit"
+
+
+class StartsAProcess(AssertionError):
+    """A unit test (tests/unit, not marked integration) started a process."""
+
+
+def _refuse(*args, **kwargs):
+    raise StartsAProcess(
+        "a unit test runs in-process: this one starts a process (a kernel, a server, a tool); "
+        "mark it @pytest.mark.integration (its module: pytestmark = pytest.mark.integration)"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The unit tier is in-process (`make unit`); what starts processes is marked integration
+    (`make integration`). Here a unit test that starts one, its fixtures' setup included, fails."""
+    unit = Path(str(item.path)).is_relative_to(UNIT) and item.get_closest_marker("integration") is None
+    if not unit:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(subprocess.Popen, "_execute_child", _refuse)
+        mp.setattr(os, "fork", _refuse)
+        mp.setattr(os, "posix_spawn", _refuse)
+        mp.setattr(os, "posix_spawnp", _refuse)
+        yield
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_torch_thread():
     """The tests' tensors are tiny: one intra-op thread is faster, and on a busy machine idle

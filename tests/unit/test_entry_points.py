@@ -47,6 +47,7 @@ def _console_script() -> str:
     return found
 
 
+@pytest.mark.integration
 def test_the_console_script_lists_every_verb_and_python_m_is_the_same(tmp_path):
     script = _run(_console_script(), "--help", cwd=tmp_path)
     assert script.returncode == 0 and script.stdout.startswith("usage: backprop-ninja")
@@ -59,6 +60,7 @@ def test_the_console_script_lists_every_verb_and_python_m_is_the_same(tmp_path):
     assert unknown.returncode == 2 and unknown.stderr.startswith("usage: backprop-ninja")
 
 
+@pytest.mark.integration
 def test_importing_the_cli_imports_no_verb(tmp_path):
     code = "import sys, grader.cli; print(sorted(m for m in sys.modules if m.startswith('grader')))"
     assert _run(sys.executable, "-c", code, cwd=tmp_path).stdout.strip() == "['grader', 'grader.cli']"
@@ -80,6 +82,7 @@ def test_no_verb_or_an_unknown_one_exits_2_with_the_usage(argv, capsys):
     assert done.value.code == 2 and capsys.readouterr().err.startswith("usage: backprop-ninja [-h] VERB")
 
 
+@pytest.mark.integration
 def test_a_verb_runs_its_module(tmp_path, capsys):
     assert cli.main(["suspicious", str(tmp_path)]) == 0
     assert "no suspicious submissions" in capsys.readouterr().out
@@ -91,6 +94,7 @@ def test_the_top_level_holds_only_the_cli_incell_settings_and_quote():
     assert {p.stem for p in Path(grader.__file__).parent.glob("*.py")} == TOP_LEVEL
 
 
+@pytest.mark.integration
 def test_no_file_names_a_deleted_module():
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],

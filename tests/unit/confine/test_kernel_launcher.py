@@ -14,7 +14,7 @@ import pytest
 
 from grader.confine import bwrap_works, make_kernel_dir
 
-pytestmark = pytest.mark.skipif(not bwrap_works(), reason="needs bubblewrap")
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(not bwrap_works(), reason="needs bubblewrap")]
 
 
 def _alive(pid: int) -> bool:

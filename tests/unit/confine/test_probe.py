@@ -20,6 +20,8 @@ from grader.confine import bwrap, probe
 from grader.confine.bwrap import Sandbox
 from grader.confine.probe import SandboxUnavailable, Status
 
+pytestmark = pytest.mark.integration  # starts processes: make integration
+
 KIT_ARGS = ["--ro-bind", "/", "/"]  # the kit's own arguments matter only to the third step
 
 

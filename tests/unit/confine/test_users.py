@@ -24,6 +24,7 @@ def test_two_sandboxes_never_share_a_uid_and_a_released_one_is_free_again(monkey
     b.close()
 
 
+@pytest.mark.integration
 def test_a_uid_that_still_has_processes_is_not_handed_out(monkeypatch):
     monkeypatch.setattr(users, "COUNT", 1)
     uid = users.FIRST_UID

@@ -17,7 +17,7 @@ from grader.confine import bwrap_works
 from grader.confine.bwrap import inside_environment
 from grader.confine.warm import WarmProvisioner, WarmServer
 
-pytestmark = pytest.mark.skipif(not bwrap_works(), reason="needs bubblewrap")
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(not bwrap_works(), reason="needs bubblewrap")]
 
 
 @pytest.fixture(scope="module")

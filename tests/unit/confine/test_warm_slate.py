@@ -22,7 +22,7 @@ from grader.confine.warm import WarmProvisioner, WarmServer
 
 import footholds
 
-pytestmark = pytest.mark.skipif(not bwrap.bwrap_works(), reason="needs bubblewrap")
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(not bwrap.bwrap_works(), reason="needs bubblewrap")]
 KIT_UNDER_TMP = "/tmp/bn-clean-clone/kit"  # as a clean clone of the kit under /tmp would put it
 SPEC = "backprop-ninja-sandbox"
 

@@ -353,6 +353,7 @@ def test_cli_source(real_names, dead_url, tmp_path):
     assert proc.stdout == "names.txt: 32033 names from user (sha256 ok)\n"
 
 
+@pytest.mark.integration
 def test_cli_missing_source_fails_clearly(dead_url, tmp_path):
     missing = tmp_path / "missing.txt"
     proc = run_cli(str(tmp_path / "names.txt"), "--source", str(missing), "--url", dead_url)
@@ -362,6 +363,7 @@ def test_cli_missing_source_fails_clearly(dead_url, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.integration
 @needs_names_pkg
 def test_cli_fallback(dead_url, tmp_path):
     proc = run_cli(str(tmp_path / "names.txt"), "--url", dead_url, "--timeout", "5")

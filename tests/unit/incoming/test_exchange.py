@@ -134,6 +134,7 @@ def test_the_formgraders_collect_is_safe_collect(tmp_path):
     assert isinstance(app, exchange.SafeCollect) and api.exchange_is_functional
 
 
+@pytest.mark.integration
 def test_collect_button_refuses_forged_and_future_folders(tmp_path):
     api, now = api_for(tmp_path), stamp()
     put(tmp_path, f"{ME}+backprop_ninja+{now}+a", "mine", timestamp="2000-01-01 00:00:00.000000 UTC")
@@ -150,6 +151,7 @@ def test_collect_button_refuses_forged_and_future_folders(tmp_path):
     assert f"Collecting submission: {ME} backprop_ninja" in log
 
 
+@pytest.mark.integration
 def test_a_refused_copy_falls_back_to_the_previous_submission(tmp_path):
     api, now, earlier = api_for(tmp_path), stamp(), stamp(2)
     put(tmp_path, f"{ME}+backprop_ninja+{earlier}+a", "earlier")
@@ -160,6 +162,7 @@ def test_a_refused_copy_falls_back_to_the_previous_submission(tmp_path):
     assert f"REFUSED inbound/'{later.name}' (owner {ME}): names.txt: a link" in result["log"]
 
 
+@pytest.mark.integration
 def test_without_check_owner_names_are_believed_out_loud(tmp_path):
     api = api_for(tmp_path, check_owner=False)
     put(tmp_path, f"bob+backprop_ninja+{stamp()}+c", "bob's, by one account playing two")

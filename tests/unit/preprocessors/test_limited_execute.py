@@ -15,6 +15,8 @@ from grader.confine.probe import ALLOW_ENV
 from grader.preprocessors import limited_execute
 from grader.preprocessors.limited_execute import LimitedExecute
 
+pytestmark = pytest.mark.integration  # starts processes: make integration
+
 
 def _notebook(*sources: str):
     nb = new_notebook(cells=[new_code_cell(s) for s in sources])

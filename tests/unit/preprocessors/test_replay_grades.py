@@ -24,6 +24,8 @@ from grader.preprocessors.replay_grades import ReplayGrades, verdict_outputs
 
 from conftest import find_names_txt
 
+pytestmark = pytest.mark.integration  # starts processes: make integration
+
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE_NB = ROOT / "source" / "backprop_ninja" / "backprop_ninja.ipynb"
 RELEASE_NB = ROOT / "release" / "backprop_ninja" / "backprop_ninja.ipynb"

@@ -19,6 +19,8 @@ from grader.confine import PACKAGE, bwrap, prepare_runtime_dir
 from grader.confine.probe import ALLOW_ENV, SandboxUnavailable
 from grader.preprocessors import LimitedExecute, ReplayGrades, unsandboxed
 
+pytestmark = pytest.mark.integration  # starts processes: make integration
+
 KERNEL = "backprop-ninja-sandbox"
 
 

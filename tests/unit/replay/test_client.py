@@ -10,10 +10,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from grader.confine import Sandbox
 from grader.replay import run
 from grader.replay.client import SERVER_COMMAND, ReplayServer, launch_plain, launch_sandboxed
 from grader.verdicts import judge
+
+pytestmark = pytest.mark.integration  # starts processes: make integration
 
 
 def test_the_server_is_the_untrusted_package_in_isolated_mode():

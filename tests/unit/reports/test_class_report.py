@@ -19,7 +19,7 @@ from grader.reports.class_html import anchor
 PNG = b"\x89PNG\r\n\x1a\n"
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
 # nbgrader's own add_submission makes SQLAlchemy warn; not this code's concern
-pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")]
 
 
 @pytest.fixture(scope="module")

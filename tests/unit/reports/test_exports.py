@@ -16,7 +16,7 @@ from grader.reports.exports import CanvasExportPlugin, GradientsExportPlugin, Mo
 
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
 # nbgrader's own add_submission makes SQLAlchemy warn; not this code's concern
-pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")]
 
 
 @pytest.fixture

@@ -79,6 +79,7 @@ SCRIPT = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.integration
 def test_only_the_mounts_under_tmp_come_back_read_only_where_they_were(tmp_path):
     (tmp_path / "kit" / "kitpkg").mkdir(parents=True)
     (tmp_path / "kit" / "kitpkg" / "__init__.py").write_text("VALUE = 42\n")

@@ -38,6 +38,7 @@ def test_the_protocol_imports_only_the_standard_library():
     assert {m for m in _imported(tree) if m not in sys.stdlib_module_names} == set()
 
 
+@pytest.mark.integration
 def test_importing_the_protocol_imports_no_torch_and_nothing_else_of_the_kit():
     code = (
         "import sys, grader.untrusted.protocol; "

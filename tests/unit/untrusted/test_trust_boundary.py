@@ -136,6 +136,7 @@ def _python(tmp: Path, code: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_visible_files_are_enough_for_the_untrusted_side(visible_copy):
     proc = _python(
         visible_copy,
@@ -145,6 +146,7 @@ def test_visible_files_are_enough_for_the_untrusted_side(visible_copy):
     assert (proc.returncode, proc.stdout.strip()) == (0, "ok"), proc.stderr
 
 
+@pytest.mark.integration
 def test_the_reference_answers_are_not_visible(visible_copy):
     proc = _python(visible_copy, "import grader.reference.steps")
     assert proc.returncode != 0 and "No module named 'grader.reference'" in proc.stderr, proc.stderr
