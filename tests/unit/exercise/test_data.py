@@ -339,6 +339,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_cli_download(server, tmp_path):
     dest = tmp_path / "names.txt"
     proc = run_cli(str(dest), "--url", f"{server}/names.txt")
@@ -347,6 +348,7 @@ def test_cli_download(server, tmp_path):
     assert sha256_of(dest) == NAMES_SHA256
 
 
+@pytest.mark.integration
 def test_cli_source(real_names, dead_url, tmp_path):
     proc = run_cli(str(tmp_path / "names.txt"), "--source", str(real_names), "--url", dead_url)
     assert proc.returncode == 0, proc.stderr
