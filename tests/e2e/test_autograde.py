@@ -1,5 +1,6 @@
-"""End to end with real nbgrader: the demo class is autograded, and every gradient's score
-is read back from the gradebook, the feedback and the CSV export."""
+"""End to end with real nbgrader: the demo class autograded (the session's graded_demo), every
+gradient's score read back from the gradebook, the feedback and the CSV export; and the same
+class graded by the parallel batch gives the same grades and notebooks."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ from nbgrader.api import Gradebook
 
 from grader.exercise import spec
 from grader.incoming.samples import DEMO
-from grader.incoming.submissions import write_submissions
 from grader.reports.report import table
 from grader.reports.scores import read_scores
 
-from conftest import nbgrader, shown_cells
+from conftest import copy_course, nbgrader, shown_cells
 from corpus import EXPECTED_ZEROS
 
 EX1 = [g.grade_id for g in spec.GRADIENTS if g.exercise == 1]
@@ -22,13 +22,12 @@ ALL = [g.grade_id for g in spec.GRADED]
 
 
 @pytest.fixture(scope="module")
-def graded_course(released_course):
-    write_submissions(DEMO, course=released_course)
-    # the reference: plain `nbgrader autograde`, each kernel a Python of its own (the batch's are warm)
-    nbgrader(released_course, "autograde", "backprop_ninja", "--force", "--LimitedExecute.warm_kernels=False")
-    nbgrader(released_course, "generate_feedback", "backprop_ninja", "--force")
-    nbgrader(released_course, "export", "--to", "grades.csv")
-    return released_course
+def graded_course(tmp_path_factory, graded_demo):
+    """The demo class as plain `nbgrader autograde` graded it (the session's graded_demo, a copy:
+    one grading of the class serves every module that reads it), exported to CSV here."""
+    course = copy_course(graded_demo.course, tmp_path_factory.mktemp("autograded"))
+    nbgrader(course, "export", "--to", "grades.csv")
+    return course
 
 
 def test_every_gradient_scores_as_expected(graded_course):
