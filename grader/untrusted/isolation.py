@@ -148,14 +148,24 @@ def read_only_but(writable: set[str]) -> None:
             _remount_read_only(point, options)
 
 
-def fresh_tmp_keeping_mounts(size_mb: int, *, noexec: bool = False) -> None:
+def within(mounts: dict[str, set[str]], only) -> dict[str, set[str]]:
+    """The mounts that hold one of the paths in `only`, or lie inside one (a virtualenv bound at
+    /tmp/x/.venv holds sys.prefix; a /tmp/x bound whole holds it too); `only` None: all."""
+    if only is None:
+        return mounts
+    inside = lambda p, q: p == q or p.startswith(q.rstrip("/") + "/")  # noqa: E731
+    return {p: o for p, o in mounts.items() if any(inside(p, q) or inside(q, p) for q in only)}
+
+
+def fresh_tmp_keeping_mounts(size_mb: int, *, noexec: bool = False, only=None) -> None:
     """A fresh size-limited tmpfs on /tmp, as `mount_tmpfs`, on which what the sandbox mounted
     under the old /tmp (a kit or virtualenv kept there, which the process still imports from; a
     folder it shares with the server) is bound again at the same place, read-only where it was.
     Only those mounts come back, never a file or folder of the old /tmp: nothing that an earlier
     process of this user left there. Each is held by an O_PATH descriptor while /tmp is
-    covered. Call after private_mounts(), with the capabilities still held."""
-    kept = mounts_under("/tmp")
+    covered. Call after private_mounts(), with the capabilities still held. `only`: just the
+    mounts that hold those paths (within())."""
+    kept = within(mounts_under("/tmp"), only)
     # a mount under another kept one comes back with it (MS_REC)
     tops = [p for p in kept if not any(p.startswith(q + "/") for q in kept)]
     fds = {p: os.open(p, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC) for p in tops}
@@ -186,18 +196,19 @@ def _make_mount_point(point: str, fd: int) -> None:
 
 
 def private_scratch(
-    tmp_mb: int, more_mounts=None, *, keep_mounts: bool = False, noexec: bool = False
+    tmp_mb: int, more_mounts=None, *, keep_mounts: bool = False, noexec: bool = False, only=None
 ) -> None:
     """In the run (PID 1 of its namespace): private, bounded /tmp and /dev/shm (and what
     `more_mounts()` adds); then no capabilities left, so these mounts stay where they are.
     `keep_mounts`: what the sandbox mounted under /tmp is shown again on the fresh one
     (fresh_tmp_keeping_mounts), for a process that still imports from there (the warm kernel);
-    /tmp must then exist, or there is no clean slate to give.
+    /tmp must then exist, or there is no clean slate to give; `only`, just the mounts that hold
+    those paths (the replay's run keeps its Python installation, not the exchange folder).
     `noexec`: nothing written there can be mapped executable, so a run cannot load native code
     of its own (a .so written from a base64 string), which would be out of every Python check."""
     private_mounts()
     if keep_mounts:
-        fresh_tmp_keeping_mounts(tmp_mb, noexec=noexec)
+        fresh_tmp_keeping_mounts(tmp_mb, noexec=noexec, only=only)
     for target in (b"/dev/shm",) if keep_mounts else (b"/tmp", b"/dev/shm"):
         if os.path.isdir(target):
             mount_tmpfs(target, tmp_mb, noexec=noexec)

@@ -43,6 +43,9 @@ from .runner import NoIPython, Runner
 FRAME_HEADER = struct.Struct(">Q")  # a run's pipe to the server: size, then the frame
 MAX_RUN_BYTES = 4 * MAX_FRAME_BYTES  # all a run may send (checkpoints included)
 CPU = struct.Struct(">d")
+# what a run imports from: the Python installation and the kit (the sandbox binds them where they
+# are, under /tmp too; a run's fresh /tmp shows these again and nothing else)
+_INSTALLATION = (sys.prefix, sys.base_prefix, str(Path(__file__).resolve().parents[1]))
 _RUNNER_PID: int | None = None  # the run's own process: a process the student forks sends nothing
 
 
@@ -133,8 +136,14 @@ def _run_child(req: RunRequest, warm, channel: int, pid_pipe: int) -> int:
             plan, inputs = read_run_inputs(Path(req["workdir"]))
             # the trusted names.txt; it stays reachable as the current folder under the new /tmp
             os.chdir(plan["data_dir"])
-            if isolated:
-                isolation.private_scratch(int(plan["run_tmp_mb"]), noexec=True)
+            if isolated:  # a kit or virtualenv kept under /tmp stays importable (sympy, torch._dynamo
+                # are imported on first use), the exchange folder does not come back
+                isolation.private_scratch(
+                    int(plan["run_tmp_mb"]),
+                    noexec=True,
+                    keep_mounts=os.path.isdir("/tmp"),
+                    only=_INSTALLATION,
+                )
             isolation.close_other_fds({channel})
             sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the run's lifetime
             global _RUNNER_PID

@@ -106,3 +106,26 @@ def test_only_the_mounts_under_tmp_come_back_read_only_where_they_were(tmp_path)
     assert set(w.values()) == {True}, w  # the socket folder, the fresh /tmp
     assert (tmp_path / "shared" / "from-run").exists()  # the same folder, not a copy
     assert seen["tmp_mb"] == 16
+
+
+def test_a_replay_run_keeps_only_the_mounts_of_its_python_and_kit():
+    """A kit and virtualenv kept under /tmp (a CI clone at /tmp/ci) stay importable in a run's
+    fresh /tmp (sympy and torch._dynamo are imported on first use: torch.func's first call
+    failed with ModuleNotFoundError before), and the exchange folder does not come back."""
+    from grader.untrusted import isolation
+
+    mounts = {
+        "/tmp/ci/main/.venv": {"ro"},
+        "/tmp/ci/main/grader": {"ro"},
+        "/tmp/bn-exchange-x": {"ro"},
+        "/tmp/ci/main/.venv/lib/sub": {"ro"},
+    }
+    only = ("/tmp/ci/main/.venv", "/usr", "/tmp/ci/main/grader")
+    assert set(isolation.within(mounts, only)) == {
+        "/tmp/ci/main/.venv",
+        "/tmp/ci/main/grader",
+        "/tmp/ci/main/.venv/lib/sub",
+    }
+    assert isolation.within({"/tmp/ci": set()}, only) == {"/tmp/ci": set()}  # bound whole, it holds them
+    assert isolation.within({"/tmp/ci/main/.venv2": set()}, only) == {}  # a name's prefix is not a folder's
+    assert isolation.within(mounts, None) == mounts
