@@ -2,8 +2,9 @@
 its own per sandbox (users.py), and the autograde kernel's launcher (kernel.py, with the
 kernel spec in jupyter/). Nothing here runs a student's code in this process."""
 
-from .bwrap import PACKAGE, VISIBLE_INSIDE, WARNING, Limits, Sandbox, bwrap_works, default_sandbox
+from .bwrap import PACKAGE, VISIBLE_INSIDE, Limits, Sandbox, bwrap_works, default_sandbox
 from .kernel import make_kernel_dir, prepare_runtime_dir
+from .probe import WARNING
 
 __all__ = [
     "PACKAGE",

@@ -16,14 +16,13 @@ c.LimitedExecute.allow_unsandboxed set): Sandbox.isolated, which every launch as
 SandboxUnavailable instead. Allowed, Sandbox.command is a mode of its own, not bubblewrap with
 parts left out: the environment is still the sandbox's alone (inside_environment), and the
 limits still apply; the folders it was asked to map are the real ones (a folder asked to appear
-elsewhere is refused, not dropped), and what is gone (GONE_UNSANDBOXED) is said once per process.
+elsewhere is refused, not dropped), and what is gone is said once per process (unconfined.py).
 Run by root, a submission still runs as a uid of its own, so it cannot write the grader's files
 or read those closed to others.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import resource
 import subprocess
@@ -34,8 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..settings import PACKAGE_LOOKUP_SECONDS, PROBE_TMP_MB, env
-from . import users
-from .probe import WARNING, SandboxUnavailable, Status, probe, unsandboxed_allowed
+from . import unconfined, users
+from .probe import SandboxUnavailable, Status, probe, unsandboxed_allowed
 
 PACKAGE = Path(__file__).resolve().parents[1]
 # The kit's files the sandbox sees: the untrusted side, the public definition of the exercise
@@ -43,19 +42,6 @@ PACKAGE = Path(__file__).resolve().parents[1]
 VISIBLE_INSIDE = ("__init__.py", "incell.py", "exercise", "untrusted")
 
 SANDBOX_UID = 65534  # nobody; each sandbox gets a uid of its own instead (with_own_user)
-# What bubblewrap gives and a command without it has not (beside probe.py's WARNING)
-GONE_UNSANDBOXED = (
-    "no mount namespace: the folders mapped in are the real paths, writable wherever the user may "
-    "write (read-only mappings included), and the rest of the machine is as visible as to any "
-    "process of that user, the kit's judge and reference answers included",
-    "no read-only system or Python installation",
-    "no private /tmp: the machine's own",
-    "the network is reachable",
-    "no process tree of its own: other processes of the same user can be seen and signalled",
-    "no scratch in memory: what it writes goes to disk, bounded per file only",
-)
-_log = logging.getLogger(__name__)
-_said_gone = False  # GONE_UNSANDBOXED is said once per process
 
 
 def _limit(name: str):
@@ -237,7 +223,7 @@ class Sandbox:
         readonly = list((readonly or {}).items())
         writable = list(writable.items() if isinstance(writable, dict) else writable)
         if not self.isolated:
-            return self._unsandboxed(argv, env, cwd, readonly + writable)
+            return unconfined.command(argv, env, cwd, readonly + writable, uid=self.uid)
         args = ["bwrap", *_base_args(self.limits.tmp_mb)]
         for outside, inside in readonly:
             args += _parents(Path(inside)) + ["--ro-bind", outside, inside]
@@ -263,25 +249,6 @@ class Sandbox:
             args += ["--"]
         return args + argv
 
-    def _unsandboxed(
-        self, argv: list[str], env: dict[str, str], cwd: str, mapped: list[tuple[str, str]]
-    ) -> list[str]:
-        """Allowed without bubblewrap: `argv` in `cwd` with the sandbox's environment and nothing
-        else of the grader's, as the sandbox's uid when root (as another user, the grader's files
-        closed to others stay closed), else as the grader. No folder can appear anywhere but
-        where it is: a mapping to another place is refused (ValueError), not dropped."""
-        elsewhere = [f"{o} as {i}" for o, i in mapped if os.path.normpath(o) != os.path.normpath(i)]
-        if elsewhere:
-            raise ValueError(
-                "without bubblewrap a folder is seen only where it is; asked for " + ", ".join(elsewhere)
-            )
-        _say_what_is_gone([o for o, _ in mapped])
-        start = ["env", "-i", "-C", cwd, *(f"{k}={v}" for k, v in env.items())]
-        if os.geteuid() != 0:
-            return [*start, *argv]
-        drop = ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--no-new-privs"]
-        return [*start, *drop, "--", *argv]
-
     def with_own_user(self) -> tuple["Sandbox", users.Lease | None]:
         """This sandbox under a uid of its own (users.py), held by the lease; with or without
         bubblewrap, so an allowed unsandboxed run is not root either."""
@@ -298,21 +265,6 @@ class Sandbox:
             os.chown(root, self.uid, self.uid)
             for name in files:
                 os.chown(os.path.join(root, name), self.uid, self.uid, follow_symlinks=False)
-
-
-def _say_what_is_gone(mapped: list[str]) -> None:
-    """Once per process, on the first command without bubblewrap: probe.py's WARNING, and what
-    exactly is gone."""
-    global _said_gone
-    if _said_gone:
-        return
-    _said_gone = True
-    folders = f" (here: {', '.join(mapped)})" if mapped else ""
-    _log.warning(
-        "%s Without it: %s. Kept: the resource limits and an environment of its own.",
-        WARNING,
-        "; ".join(GONE_UNSANDBOXED).replace("are the real paths,", f"are the real paths{folders},", 1),
-    )
 
 
 def default_sandbox() -> Sandbox:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ..settings import MAX_COPY_MB
 from ..untrusted.protocol import KERNEL_CONNECTION_FILE, SUBMISSION_INSIDE
-from .bwrap import WARNING, Sandbox, default_sandbox
+from .bwrap import Sandbox, default_sandbox
+from .probe import WARNING
 
 
 def copy_submission(src: Path, dest: Path) -> list[str]:

@@ -83,12 +83,10 @@ def run_replay(
     launcher: Launcher = launch_sandboxed,
 ) -> ReplayOutput:
     """In the sandbox unless `launcher` says otherwise (client.launch_plain: tests only). The
-    notebook as submitted first; then, one request at a time, the runs `then` names from its
-    result (the judge's choice: the ones that can change a grade, verdicts/outcomes.py). Each
-    run's result is read before the next run starts. Every run
-    has autograd blocked ("zero", the default policy) or open ("flag"); the notebook as submitted
-    runs once more the other way (under "zero" only where it reached for autograd), so the
-    judge can tell which gradients autograd made."""
+    notebook as submitted first; then, one at a time, each read before the next, the runs `then`
+    names from its result (the judge's choice, verdicts/outcomes.py). All have autograd blocked
+    ("zero", the default policy) or open ("flag"); the notebook as submitted runs once more the
+    other way (under "zero" only where it reached for autograd): which gradients autograd made."""
     mode = BLOCK if settings.autograd_policy == "zero" else OPEN
     work = Path(tempfile.mkdtemp(prefix="replay-", dir=exchange_root()))
     try:

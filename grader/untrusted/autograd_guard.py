@@ -231,38 +231,6 @@ def _audit_hook(guard: Guard, protected: frozenset):
     return hook
 
 
-# extension modules a blocked run may not have: they reach memory and interpreter internals
-NOT_PRELOADED = (
-    "_test",
-    "_xx",
-    "xx",
-    "_ctypes",
-    "_tkinter",
-    "_curses",
-    "readline",
-    "ossaudiodev",
-    "nis",
-    "spwd",
-)
-
-
-def preload() -> None:
-    """Once, in the warm server: the modules whose entry points a blocked run replaces, and
-    every extension module of the standard library an answer may import (a blocked run can
-    load none of its own)."""
-    for module_name in ENTRY_POINTS:
-        importlib.import_module(module_name)
-    folder = os.path.join(os.path.dirname(os.__file__), "lib-dynload")
-    names = [f.partition(".")[0] for f in (os.listdir(folder) if os.path.isdir(folder) else [])]
-    names += list(sys.builtin_module_names)
-    for name in sorted(set(names)):
-        if not name.startswith(NOT_PRELOADED):
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - not built here: nobody can import it then either
-                pass
-
-
 def _replace_entry_points(guard: Guard) -> None:
     for module_name, names in ENTRY_POINTS.items():
         module = importlib.import_module(module_name)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from . import autograd_guard, derivative_block, isolation
+from . import autograd_guard, derivative_block, isolation, preload
 from .isolation import real_exit
 from .protocol import (
     BLOCK,
@@ -277,7 +277,7 @@ def serve() -> int:
     sys.stdout = sys.stderr
     torch.set_num_threads(1)  # fork-safe, and one core per replay
     torch.set_grad_enabled(False)  # no autograd to copy answers from
-    autograd_guard.preload()  # what each run's guard replaces, imported once
+    preload.preload()  # what each run's guard replaces, imported once
     hello: ServerHello = json.loads(sys.stdin.readline())
     os.chdir(hello["data_dir"])
     runner = Runner({"cells": hello["prefix"], "first_answer": len(hello["prefix"])}, {})

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from grader.confine import bwrap, probe
+from grader.confine import bwrap, probe, unconfined
 from grader.confine.bwrap import Sandbox
 from grader.confine.probe import SandboxUnavailable, Status
 
@@ -201,11 +201,11 @@ def test_allowed_a_folder_mapped_elsewhere_is_refused_not_dropped(broken, monkey
 
 def test_allowed_what_is_gone_is_said_once_per_process(broken, monkeypatch, caplog):
     monkeypatch.setenv(probe.ALLOW_ENV, "1")
-    monkeypatch.setattr(bwrap, "_said_gone", False)
-    with caplog.at_level(logging.WARNING, logger="grader.confine.bwrap"):
+    monkeypatch.setattr(unconfined, "_said_gone", False)
+    with caplog.at_level(logging.WARNING, logger="grader.confine.unconfined"):
         for _ in range(3):
             Sandbox().command(["python"], writable={}, readonly={"/srv/x": "/srv/x"}, cwd="/srv/x")
-    said = [r.getMessage() for r in caplog.records if r.name == "grader.confine.bwrap"]
+    said = [r.getMessage() for r in caplog.records if r.name == "grader.confine.unconfined"]
     assert len(said) == 1 and said[0].startswith(probe.WARNING)
     for gone in ("the folders mapped in are the real paths (here: /srv/x)", "the network is reachable"):
         assert gone in said[0]
@@ -214,8 +214,8 @@ def test_allowed_what_is_gone_is_said_once_per_process(broken, monkeypatch, capl
 
 def test_with_bubblewrap_nothing_is_said(monkeypatch, caplog):
     monkeypatch.setattr(bwrap, "sandbox_status", lambda: Status(True))
-    monkeypatch.setattr(bwrap, "_said_gone", False)
-    with caplog.at_level(logging.WARNING, logger="grader.confine.bwrap"):
+    monkeypatch.setattr(unconfined, "_said_gone", False)
+    with caplog.at_level(logging.WARNING, logger="grader.confine.unconfined"):
         cmd = Sandbox().command(["python"], writable={}, readonly={"/srv/x": "/run/x"}, cwd="/")
     assert cmd[0] == "bwrap" and cmd[cmd.index("/srv/x") - 1 : cmd.index("/srv/x") + 2] == [
         "--ro-bind",

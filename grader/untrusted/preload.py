@@ -1,0 +1,41 @@
+"""Once, in the warm replay server, before any run forks: what a blocked run cannot import
+for itself (it can load no extension module of its own: autograd_guard.py), imported ahead."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from .autograd_guard import ENTRY_POINTS
+
+# extension modules a blocked run may not have: they reach memory and interpreter internals
+NOT_PRELOADED = (
+    "_test",
+    "_xx",
+    "xx",
+    "_ctypes",
+    "_tkinter",
+    "_curses",
+    "readline",
+    "ossaudiodev",
+    "nis",
+    "spwd",
+)
+
+
+def preload() -> None:
+    """Once, in the warm server: the modules whose entry points a blocked run replaces, and
+    every extension module of the standard library an answer may import (a blocked run can
+    load none of its own)."""
+    for module_name in ENTRY_POINTS:
+        importlib.import_module(module_name)
+    folder = os.path.join(os.path.dirname(os.__file__), "lib-dynload")
+    names = [f.partition(".")[0] for f in (os.listdir(folder) if os.path.isdir(folder) else [])]
+    names += list(sys.builtin_module_names)
+    for name in sorted(set(names)):
+        if not name.startswith(NOT_PRELOADED):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - not built here: nobody can import it then either
+                pass
