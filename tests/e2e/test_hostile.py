@@ -33,7 +33,7 @@ from grader.exercise import spec
 from grader.reports.scores import read_scores
 
 import footholds
-from conftest import make_course, nbgrader
+from conftest import nbgrader
 from hostile import ALL, CASES, SECRETS, VICTIM
 from hostile_payloads import DAEMON_MARK
 
@@ -265,9 +265,8 @@ class Batch:
 
 
 @pytest.fixture(scope="module")
-def hostile_course(tmp_path_factory, names_txt):
-    course = make_course(tmp_path_factory.mktemp("hostile"), names_txt)
-    nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
+def hostile_course(tmp_path_factory, new_course):
+    course = new_course(tmp_path_factory.mktemp("hostile"))  # the session's release, copied
     nbs = {
         "source": nbformat.read(course / "source" / "backprop_ninja" / "backprop_ninja.ipynb", 4),
         "release": nbformat.read(course / "release" / "backprop_ninja" / "backprop_ninja.ipynb", 4),
