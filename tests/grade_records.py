@@ -2,7 +2,8 @@
 score), for a change that must not change grades: `python tests/grade_records.py snapshot ROOT
 OUT.json` reads every reports/replay/<student>.json under ROOT (a suite run's basetemp holds
 the corpus's and the hostile corpus's courses); `compare A.json B.json` prints what differs.
-Run times are not grades: a record's replay_seconds is left out, and times in problem texts."""
+Run times are not grades: a record's replay_seconds is left out, and times in problems and flags;
+so is the old "suspicious" key, the flags said again."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ import re
 import sys
 from pathlib import Path
 
-TIMING = re.compile(r"\d+(\.\d+)? ?s\b")  # run times in problem texts vary from run to run
+TIMING = re.compile(r"\d+(\.\d+)? ?(CPU )?s\b")  # run times in problems and flags vary from run to run
 
 
 def _normal(record: dict) -> dict:
-    record = {k: v for k, v in record.items() if k != "replay_seconds"}
+    # "suspicious" was each flag's "kind: evidence" line again (written until issue 18): "flags" holds it
+    record = {k: v for k, v in record.items() if k not in ("replay_seconds", "suspicious")}
     record["problems"] = [
         TIMING.sub("<t>", p) if isinstance(p, str) else p for p in record.get("problems", [])
+    ]
+    record["flags"] = [
+        dict(f, evidence=TIMING.sub("<t>", f.get("evidence", ""))) for f in record.get("flags", [])
     ]
     return record
 

@@ -20,6 +20,21 @@ def _record(tmp_path, course: str, student: str, **fields):
     (folder / f"{student}.json").write_text(json.dumps({**base, **fields}))
 
 
+def test_cpu_seconds_in_a_flag_are_not_differences(tmp_path):
+    flag = {"kind": "tampering", "evidence": "1.4 CPU s of run main not in its own count", "grade_ids": []}
+    _record(tmp_path / "a", "hostile0", "h36", flags=[flag])
+    _record(
+        tmp_path / "b",
+        "hostile0",
+        "h36",
+        flags=[dict(flag, evidence="1.3 CPU s of run main not in its own count")],
+    )
+    assert (
+        grade_records.compare(grade_records.snapshot(tmp_path / "a"), grade_records.snapshot(tmp_path / "b"))
+        == []
+    )
+
+
 def test_run_times_are_not_differences_and_hints_are(tmp_path):
     _record(tmp_path / "a", "hostile0", "h1", verdicts={"ex1_dC": {"hint": "x"}})
     _record(
