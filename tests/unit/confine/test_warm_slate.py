@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -92,8 +93,10 @@ def test_a_warm_kernel_finds_nothing_an_earlier_one_planted(stage):
         server.close()
     _assert_clean(seen)
     assert seen["pid"] == 1  # a warm kernel: PID 1 of its own namespaces
-    # on its fresh /tmp, only the mount points the sandbox put there: the stage, the sockets
-    assert set(seen["tmp"]) <= {".ipython", stage.parts[2], server.home.name, ".cache", ".config"}, seen
+    # on its fresh /tmp, only the mount points the sandbox put there: the stage, the sockets, and
+    # the kit and its Python where they live under /tmp (a clone at /tmp/ci2 in CI's own runs)
+    kit = {Path(p).resolve().parts[2] for p in (PACKAGE, sys.prefix) if Path(p).resolve().parts[1] == "tmp"}
+    assert set(seen["tmp"]) <= {".ipython", stage.parts[2], server.home.name, ".cache", ".config"} | kit, seen
 
 
 def test_a_warm_kernel_can_write_only_to_its_own_fresh_mounts_and_its_sockets(stage):
