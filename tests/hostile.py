@@ -30,7 +30,7 @@ class Case:
     what: str
     write: Callable[[Path, dict], None]  # (submission folder, {"source", "release"})
     zeros: set[str] = field(default_factory=set)
-    says: list[str] = field(default_factory=list)  # text the student's feedback must show
+    says: list = field(default_factory=list)  # text the feedback must show (a tuple: any of them)
     suspicious: bool | None = False  # None: not checked (the scan's rules do not decide it)
     at_most: bool = False  # the attack may spoil its own run: any grade up to this one
 
@@ -368,7 +368,9 @@ CASES = [
         "a flood of output",
         with_cell("ex1_solution", "for i in range(100000):\n    print('x' * 1000)"),
         set(),
-        ["output truncated"],
+        # the kit's note when over 2 MB reached the grader; nbgrader's LimitOutput's when, on a
+        # loaded machine, the kernel's own message queue dropped most of the flood before that
+        [("[output truncated: over", "... Output truncated ...")],
     ),
     Case("h21_names", "overwrites names.txt", with_cell("imports", "open('names.txt', 'w').write('aaa\\n')")),
     Case(
