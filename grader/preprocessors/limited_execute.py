@@ -228,6 +228,7 @@ class LimitedExecute(Execute):
     def _drop(self, outs, cell_index: int, why: str):
         if cell_index not in self._noted:  # one note per cell, however much more it prints
             self._noted.add(cell_index)
-            # stderr: a stream of its own, so it is neither merged into nor cut off with stdout
-            outs.append(from_dict({"output_type": "stream", "name": "stderr", "text": f"\n[{why}]\n"}))
+            # stderr: a stream of its own, neither merged into nor cut off with stdout; first, so
+            # that nbgrader's LimitOutput, which drops every stream after its 1,000th line, keeps it
+            outs.insert(0, from_dict({"output_type": "stream", "name": "stderr", "text": f"\n[{why}]\n"}))
         return None

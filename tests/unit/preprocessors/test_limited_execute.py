@@ -4,6 +4,7 @@ start (four in all); the tests read what that one run left in the notebook."""
 
 from __future__ import annotations
 
+import copy
 import time
 import types
 
@@ -61,6 +62,15 @@ def flooded(tmp_path_factory):
 
 def test_output_over_max_output_bytes_is_noted_on_stderr(flooded):
     assert _stream(flooded.cells[0], "stderr") == f"\n[output truncated: over {FLOOD_LIMIT} bytes]\n"
+
+
+def test_the_note_outlives_nbgraders_line_limit(flooded):
+    """nbgrader's LimitOutput (after this one in autograde) drops every stream past its line
+    limit: the note comes first, so the line limit keeps it whatever the flood printed."""
+    from nbgrader.preprocessors import LimitOutput
+
+    cell, _ = LimitOutput(max_lines=3).preprocess_cell(copy.deepcopy(flooded.cells[0]), {}, 0)
+    assert _stream(cell, "stderr") == f"\n[output truncated: over {FLOOD_LIMIT} bytes]\n"
 
 
 def test_output_over_max_output_bytes_is_truncated(flooded):
