@@ -80,12 +80,12 @@ def _right_in(run: RunResult | None, g: spec.Gradient, fresh: FreshInputs) -> bo
 def _exercise1(out: ReplayOutput, fresh: FreshInputs, first: dict[str, Comparison], g) -> Outcome:
     main, own_run = out.runs[AS_SUBMITTED], out.runs.get(run_name_local(g.name))
     alone = own_run.value(value_key(None, g.name)) if own_run and own_run.status != SKIPPED else None
-    ref = fresh.grads[g.target]
+    ref, value = fresh.grads[g.target], main.value(value_key(EX1_CELL, g.name))
     return Outcome(
         g,
         ref,
-        main.value(value_key(EX1_CELL, g.name)),
-        first.get(g.name) or compare_gradient(g, main.value(value_key(EX1_CELL, g.name)), ref),
+        value,
+        first.get(g.name) or compare_gradient(g, value, ref),
         own_rule=alone,
         own=compare_gradient(g, alone, ref) if alone is not None else None,
         cell=EX1_CELL,
