@@ -226,7 +226,7 @@ class GradedDemo:
 @pytest.fixture(scope="session")
 def graded_demo(tmp_path_factory, new_course) -> GradedDemo:
     """The demo class graded once for the session by plain nbgrader with the repo's config
-    (warm kernels): `nbgrader autograde`, `nbgrader generate_feedback`, then `backprop-ninja
+    (warm kernels): `nbgrader autograde` (two processes, each on half the class), `nbgrader generate_feedback`, then `backprop-ninja
     report` (the class report, the CSV exports). Never written to: each module that
     uses it takes its own copy (copy_course) of `.course`."""
     from grader.incoming.samples import DEMO
@@ -234,7 +234,7 @@ def graded_demo(tmp_path_factory, new_course) -> GradedDemo:
 
     course = new_course(tmp_path_factory.mktemp("graded_demo"))
     write_submissions(DEMO, course=course)
-    nbgrader(course, "autograde", "backprop_ninja", "--force")
+    nbgrader_split(course, [s.student for s in DEMO], "autograde", "backprop_ninja", "--force")
     nbgrader(course, "generate_feedback", "backprop_ninja", "--force")
     done = subprocess.run(
         [sys.executable, "-m", "grader", "report", str(course)], capture_output=True, text=True, timeout=600

@@ -22,9 +22,11 @@ ALL = [g.grade_id for g in spec.GRADED]
 
 @pytest.fixture(scope="module")
 def corpus_course(tmp_path_factory, new_course):
+    """The corpus graded with the repo's config (warm kernels) by plain nbgrader: two
+    processes, each on half of the corpus, as `backprop-ninja grade` shares a class."""
     course = new_course(tmp_path_factory.mktemp("corpus"))
     write_submissions([c.sample for c in CORPUS], course=course)
-    nbgrader(course, "autograde", "backprop_ninja", "--force")
+    nbgrader_split(course, [c.sample.student for c in CORPUS], "autograde", "backprop_ninja", "--force")
     nbgrader(course, "generate_feedback", "backprop_ninja", "--force")
     return course
 
