@@ -56,6 +56,22 @@ def pytest_runtest_protocol(item, nextitem):
         yield
 
 
+SHARED_CLASS = "graded_demo"  # the session fixture graded once: its users share one worker
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist each module's tests stay on one worker, so a module's fixtures (a
+    graded corpus, a cluster) are built once; and every module that uses the session's graded
+    demo class goes to one worker too, so the class is graded once. Groups are handed out in
+    collection order: the end-to-end modules, the longest, go first."""
+    sharing = {item.module for item in items if SHARED_CLASS in getattr(item, "fixturenames", ())}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            group = SHARED_CLASS if item.module in sharing else item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_torch_thread():
     """The tests' tensors are tiny: one intra-op thread is faster, and on a busy machine idle
@@ -226,9 +242,9 @@ class GradedDemo:
 @pytest.fixture(scope="session")
 def graded_demo(tmp_path_factory, new_course) -> GradedDemo:
     """The demo class graded once for the session by plain nbgrader with the repo's config
-    (warm kernels): `nbgrader autograde` (two processes, each on half the class), `nbgrader generate_feedback`, then `backprop-ninja
-    report` (the class report, the CSV exports). Never written to: each module that
-    uses it takes its own copy (copy_course) of `.course`."""
+    (warm kernels): `nbgrader autograde` (two processes, each on half the class), `nbgrader
+    generate_feedback`, then `backprop-ninja report` (the class report, the CSV exports).
+    Never written to: each module that uses it takes its own copy (copy_course) of `.course`."""
     from grader.incoming.samples import DEMO
     from grader.incoming.submissions import write_submissions
 
