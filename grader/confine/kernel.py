@@ -160,11 +160,44 @@ def _forward_and_wait(proc: subprocess.Popen) -> int:
     return proc.wait()
 
 
+RUNTIME_PREFIX = "backprop-ninja-runtime-"
+
+
 def prepare_runtime_dir() -> str:
     """Where this grading process's kernels put their connection files; each kernel's sockets
     go in a folder of its own inside (make_kernel_dir), the only part a sandbox sees. One per
-    process, the grader's alone, removed at exit."""
-    path = tempfile.mkdtemp(prefix="backprop-ninja-runtime-")
+    process, the grader's alone, named with its pid, removed at exit; what a process killed
+    by a signal left (no atexit runs then) the next one removes."""
+    sweep_runtime_dirs(Path(tempfile.gettempdir()))
+    path = tempfile.mkdtemp(prefix=f"{RUNTIME_PREFIX}{os.getpid()}-")
     os.chmod(path, 0o700)
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+def sweep_runtime_dirs(tmp: Path) -> list[Path]:
+    """Removes the runtime folders in `tmp` of grading processes that are gone: folders, not
+    links, of this user, whose name's pid runs no more. Returns what it removed."""
+    removed = []
+    for entry in tmp.glob(RUNTIME_PREFIX + "*"):
+        pid = entry.name[len(RUNTIME_PREFIX) :].split("-")[0]
+        try:
+            st = entry.lstat()
+        except OSError:
+            continue
+        if not pid.isdigit() or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        if not _running(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: running
+        pass
+    return True
