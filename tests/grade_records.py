@@ -1,7 +1,8 @@
 """Snapshot and compare graded classes' replay records (every verdict, hint, flag, problem and
-score), for a change that must not change grades: `python tests/grade_records.py snapshot ROOT
-OUT.json` reads every reports/replay/<student>.json under ROOT (a suite run's basetemp holds
-the corpus's and the hostile corpus's courses); `compare A.json B.json` prints what differs.
+score), for a change that must not change grades: `python tests/grade_records.py snapshot ROOT...
+OUT.json` reads every reports/replay/<student>.json under each ROOT (a suite run's basetemps
+hold the corpus's and the hostile corpus's courses: make test's two phases have one each, and
+an xdist worker's folder, popen-gwN/, is left out of the names); `compare A.json B.json` prints what differs.
 Run times are not grades: a record's replay_seconds is left out, and times in problems and flags;
 so is the old "suspicious" key, the flags said again."""
 
@@ -27,10 +28,13 @@ def _normal(record: dict) -> dict:
     return record
 
 
+WORKER = re.compile(r"^popen-gw\d+/")  # pytest-xdist's folder of one worker, in its basetemp
+
+
 def snapshot(root: Path) -> dict:
     out = {}
     for path in sorted(root.glob("**/reports/replay/*.json")):
-        course = path.parents[2].relative_to(root)
+        course = WORKER.sub("", str(path.parents[2].relative_to(root)))
         try:
             out[f"{course}/{path.stem}"] = _normal(json.loads(path.read_text()))
         except ValueError:  # a record a test broke on purpose (or a run cut off while writing it)
@@ -50,7 +54,8 @@ def compare(a: dict, b: dict) -> list[str]:
 
 if __name__ == "__main__":
     if sys.argv[1] == "snapshot":
-        Path(sys.argv[3]).write_text(json.dumps(snapshot(Path(sys.argv[2])), indent=1, sort_keys=True))
+        records = {k: v for root in sys.argv[2:-1] for k, v in snapshot(Path(root)).items()}
+        Path(sys.argv[-1]).write_text(json.dumps(records, indent=1, sort_keys=True))
     else:
         a, b = (json.loads(Path(p).read_text()) for p in sys.argv[2:4])
         diffs = compare(a, b)

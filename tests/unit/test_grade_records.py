@@ -51,3 +51,10 @@ def test_run_times_are_not_differences_and_hints_are(tmp_path):
     _record(tmp_path / "b", "hostile0", "h2")
     diffs = grade_records.compare(a, grade_records.snapshot(tmp_path / "b"))
     assert diffs[0] == "only in B: hostile0/h2" and "verdicts" in diffs[1] and len(diffs) == 2
+
+
+def test_an_xdist_workers_folder_is_not_part_of_a_courses_name(tmp_path):
+    _record(tmp_path / "serial", "corpus0", "s01")
+    _record(tmp_path / "parallel", "popen-gw1/corpus0", "s01")
+    a, b = grade_records.snapshot(tmp_path / "serial"), grade_records.snapshot(tmp_path / "parallel")
+    assert list(b) == ["corpus0/s01"] and grade_records.compare(a, b) == []
