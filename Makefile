@@ -77,7 +77,7 @@ bench: data
 # module's tests, and the users of the session's graded class, stay on one worker:
 # tests/conftest.py), then the machine's measurers alone. Both run, even when the first fails.
 test: data
-	rc=0; $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not machine" || rc=$$?; \
+	rc=0; $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not machine" || rc=$$?; \
 	$(PY) -m pytest -q -m machine || rc=$$?; exit $$rc
 
 # Unit tests only: in-process, seconds (a unit test that starts a process fails: tests/conftest.py).
