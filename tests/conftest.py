@@ -56,25 +56,16 @@ def pytest_runtest_protocol(item, nextitem):
         yield
 
 
-SHARED_CLASS = "graded_demo"  # the session fixture graded once: its users share one worker
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups (--dist loadgroup)
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist each module's tests stay on one worker, so a module's fixtures (a
-    graded corpus, a cluster) are built once; and every module that uses the session's graded
-    demo class goes to one worker too, so the class is graded once. Groups are handed out in
-    collection order: the end-to-end modules, the longest, go first."""
-    sharing = {item.module for item in items if SHARED_CLASS in getattr(item, "fixturenames", ())}
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            group = SHARED_CLASS if item.module in sharing else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=_longest_first)  # stable: the rest keep their order
-
-
+# ---------------------------------------------------------------- make test's parallel phase
+SHARED_CLASS = "graded_demo"  # the session fixture graded once: the modules that use it
+SHARED_CLASS_MODULES = {  # share one worker (the collection checks that the list is complete)
+    "tests/e2e/test_autograde.py",
+    "tests/e2e/test_browser.py",
+    "tests/e2e/test_class_report_flow.py",
+    "tests/e2e/test_feedback.py",
+}
 # The longest groups, longest first (as measured on 2 cores): started first, they are not what
-# the last minutes wait for (make test passes --no-loadscope-reorder to keep this order).
+# the last minutes wait for.
 LONGEST = [
     "tests/e2e/test_replay_corpus.py",
     SHARED_CLASS,
@@ -90,11 +81,45 @@ LONGEST = [
 ]
 
 
-def _longest_first(item) -> int:
-    group = item.get_closest_marker("xdist_group").args[0]
+def worker_group(nodeid: str) -> str:
+    """The worker group of a test: its module, or the graded demo class's modules together."""
+    module = nodeid.split("::")[0]
+    return SHARED_CLASS if module in SHARED_CLASS_MODULES else module
+
+
+def _rank(item) -> int:
+    group = worker_group(item.nodeid)
     if group in LONGEST:
         return LONGEST.index(group)
     return len(LONGEST) + (not item.nodeid.startswith("tests/e2e"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection_modifyitems(config, items):
+    """The longest groups first (xdist hands groups out in this order, with
+    --no-loadscope-reorder), and a module that uses the graded demo class must be listed."""
+    using = {i.nodeid.split("::")[0] for i in items if SHARED_CLASS in getattr(i, "fixturenames", ())}
+    if using - SHARED_CLASS_MODULES:
+        raise pytest.UsageError(f"add {sorted(using - SHARED_CLASS_MODULES)} to SHARED_CLASS_MODULES")
+    items.sort(key=_rank)  # stable: the rest keep their order
+    yield
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup`, as make test asks for it: each module's tests on one worker, so its
+    fixtures (a graded corpus, a cluster) are built once, and the graded demo class's modules
+    on one, so it is graded once. (xdist's own loadgroup renames node ids, which pytest 9
+    ignores: every test went its own way, and the corpus was graded on both workers.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return Groups(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)
