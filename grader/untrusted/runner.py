@@ -21,6 +21,7 @@ import torch
 from ..exercise import network, spec
 from ..exercise.cells import strip_magics
 from ..exercise.compare import MISSING
+from .assigned import assigned
 from .autograd_guard import Guard
 from .backward_call import BackwardFailed, accepted_arguments, call_manual_backward, raised
 from .derivative_block import UNAVAILABLE
@@ -147,7 +148,7 @@ class Runner:
         if self.guard and UNAVAILABLE in message:  # torch's derivative code, refused
             self.guard.note("call", str(e).partition(f" {UNAVAILABLE}")[0][-200:])
         self.errors.append(
-            {"cell": label, "line": stmt.lineno, "error": message[:300], "assigns": sorted(_assigned(stmt))}
+            {"cell": label, "line": stmt.lineno, "error": message[:300], "assigns": sorted(assigned(stmt))}
         )
 
     def setup(self, ns: dict, start: int = 0) -> dict:
@@ -245,9 +246,7 @@ class Runner:
                 v = network.cross_entropy_forward(params, Xb, Yb)
                 grads = list(_call(fn, {k: v[k] for k in spec.EX4_ARGUMENTS}))
                 for k, grad in zip(spec.PARAMETERS, grads):
-                    params[k] = params[k] - network.LEARNING_RATE * torch.as_tensor(grad).reshape(
-                        params[k].shape
-                    )
+                    params[k] = params[k] - network.LEARNING_RATE * _as_update(k, grad, params[k])
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise
@@ -261,12 +260,19 @@ class Runner:
             )
 
 
-def _assigned(stmt) -> set[str]:
-    names = set()
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-    return names
+def _as_update(name: str, grad, param: torch.Tensor) -> torch.Tensor:
+    """`grad` as the notebook's loop applies it (`p.data += -lr * grad`): it must broadcast to
+    the parameter's own shape, as an in-place add requires; nothing is reshaped for it."""
+    grad = torch.as_tensor(grad)
+    have, want = tuple(grad.shape), tuple(param.shape)
+    # broadcast by hand: torch's own helper is out of reach in a blocked run
+    fits = len(have) <= len(want) and all(h in (1, w) for h, w in zip(have[::-1], want[::-1]))
+    if not fits:
+        raise ValueError(
+            f"d{name} has shape {tuple(grad.shape)}: the notebook's update `p.data += -lr * grad` "
+            f"cannot add it to {name}, of shape {tuple(param.shape)}"
+        )
+    return grad
 
 
 def _call(fn, inputs: dict):

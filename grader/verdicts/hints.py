@@ -6,41 +6,20 @@ local run), so the hint describes their rule, not a mistake they inherited.
 
 from __future__ import annotations
 
-import difflib
-
 import torch
 
 from ..exercise.compare import ATOL, MISSING, RTOL, Unusable, as_reference_shape
+from ..reference import steps
 from ..reference.inputs import FreshInputs
 from ..replay.results import RunResult
 from ..untrusted.protocol import STATUS_OK
+from . import raised, relations
 from .mistakes import known_mistakes
 from .outcomes import SKIPPED, Outcome
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and bool(torch.allclose(a.double(), b.double(), rtol=RTOL, atol=ATOL))
-
-
-def missing(name: str, *, names: list[str], errors: list[dict], cell: str | None = None) -> str:
-    raised = [e for e in errors if name in e.get("assigns", [])]
-    if raised:
-        e = raised[0]
-        return f"the statement that assigns {name} ({e['cell']}, line {e['line']}) raised {e['error']}"
-    candidates = [x for x in names if x != name and x.startswith("d")]
-    similar = difflib.get_close_matches(name, candidates, n=3, cutoff=0.75)
-    if similar:
-        return f"{name} is not defined; your notebook defines {', '.join(f'`{s}`' for s in similar)}: a typo?"
-    stopped = [e for e in errors if e.get("cell") == cell]
-    if stopped:
-        e = stopped[0]
-        stub = (
-            " (is the `raise NotImplementedError()` stub still there?)"
-            if "NotImplementedError" in e["error"]
-            else ""
-        )
-        return f"{name} is not defined: {e['cell']} raised {e['error']} at line {e['line']}{stub}"
-    return f"{name} is not defined: assign it in the answer cell"
 
 
 def factors(n: int) -> list[tuple[float, str]]:
@@ -80,7 +59,11 @@ def value_hint(
     mistakes: dict[str, torch.Tensor] | None = None,
     aliases: list[list[str]] = (),
     n_seen=None,
+    upstream: torch.Tensor | None = None,
+    forward: dict[str, torch.Tensor] | None = None,
 ) -> str:
+    """`upstream`: the gradient the step receives (one consumer only); `forward`: the forward
+    pass's tensors."""
     v = as_reference_shape(value, reference.shape)
     if v is None:
         return (
@@ -106,6 +89,9 @@ def value_hint(
     return (
         _one_branch(v, branches)
         or _scaled(v, r, n)
+        or relations.offset(v, r)
+        or relations.sum_for_product(v, r, upstream)
+        or relations.forward_factor(v, r, forward or {})
         or (f"values differ from the reference (maxdiff {float((v - r).abs().max()):.3g})")
     )
 
@@ -150,11 +136,16 @@ def _scaled(v: torch.Tensor, r: torch.Tensor, n: int) -> str | None:
 def explain(o: Outcome, value, main: RunResult, fresh: FreshInputs, n: int) -> str | None:
     """The hint a failed gradient owes, on `value` (its own rule's where that shows it), from what
     the replay saw of the notebook as submitted (`main`)."""
-    name = o.gradient.name
+    name, names = o.gradient.name, main.meta.get("names", [])
     if value is MISSING and main.status not in (STATUS_OK, SKIPPED):
         return f"the replay of your notebook stopped before this was computed: {main.status}"
+    # the run whose value is explained: exercise 1's own rule, with correct upstream gradients
+    errors = raised.in_cell(o.own_errors if o.own is not None else o.errors, o.cell)
+    failed = raised.raised(name, errors, names=names)
+    if failed:  # the statement that computes it raised: that, not what its value looks like
+        return failed
     if value is MISSING:
-        return missing(name, names=main.meta.get("names", []), errors=o.errors, cell=o.cell)
+        return raised.unassigned(name, names=names, errors=errors)
     if not isinstance(value, torch.Tensor):
         return value.message if isinstance(value, Unusable) else None
     return value_hint(
@@ -166,4 +157,14 @@ def explain(o: Outcome, value, main: RunResult, fresh: FreshInputs, n: int) -> s
         aliases=main.meta.get("aliases", []),
         mistakes=known_mistakes(name, fresh.values, fresh.grads),
         n_seen=main.meta.get("n_at", {}).get(o.cell) if o.cell else None,
+        upstream=_upstream(o, fresh),
+        forward=fresh.values,
     )
+
+
+def _upstream(o: Outcome, fresh: FreshInputs) -> torch.Tensor | None:
+    """The gradient an exercise-1 step receives, when it has one consumer."""
+    if o.gradient.exercise != 1:
+        return None
+    consumers = steps.consumers(o.gradient.target)
+    return fresh.grads.get(consumers[0]) if len(consumers) == 1 else None

@@ -35,7 +35,8 @@ class Outcome:
     own_rule: object = None  # exercise 1's value on its own rule; None: not run
     own: Comparison | None = None
     cell: str | None = None  # the answer cell a hint points into
-    errors: list = field(default_factory=list)  # the statements that raised, for a hint
+    errors: list = field(default_factory=list)  # the statements that raised, as submitted
+    own_errors: list = field(default_factory=list)  # ... and in the own-rule run (exercise 1)
     branches: dict | None = None  # a gradient with several consumers: each branch's part
     blocked: bool | None = None  # right in the notebook's blocked / watched run (None: no such run)
     watched: bool | None = None
@@ -89,7 +90,8 @@ def _exercise1(out: ReplayOutput, fresh: FreshInputs, first: dict[str, Compariso
         own_rule=alone,
         own=compare_gradient(g, alone, ref) if alone is not None else None,
         cell=EX1_CELL,
-        errors=main.meta.get("errors", []) + (own_run.meta.get("errors", []) if own_run else []),
+        errors=main.meta.get("errors", []),
+        own_errors=own_run.meta.get("errors", []) if own_run else [],
         branches=fresh.branches.get(g.target) if len(steps.consumers(g.target)) > 1 else None,
     )
 

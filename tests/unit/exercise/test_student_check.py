@@ -89,3 +89,54 @@ def test_a_kept_dimension_and_a_missing_branch(cmp, net, capsys):
     c = torch.rand(N, 27, requires_grad=True)
     (c * c.sum(1, keepdim=True)).sum().backward()
     assert "branch is missing" in _said(cmp, capsys, "c", c.sum(1, keepdim=True).detach().expand(N, 27), c)
+
+
+def test_the_checks_graph_is_the_forward_pass():
+    """What the release's check knows of the backward order is the kit's own forward pass."""
+    from grader.exercise import spec
+    from grader.reference import steps
+
+    ns = {"torch": torch}
+    exec(_cmp_cell("source"), ns)
+    ex1 = [g.target for g in spec.GRADIENTS if g.exercise == 1]
+    expected = {t: [c for c in steps.consumers(t) if c != "loss"] for t in ex1}
+    assert ns["_FEEDS"] == expected
+
+
+def _chain():
+    """x -> y -> z -> loss, with autograd's gradients; (x, y, z)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(N, 4, generator=g, requires_grad=True)
+    y = x * 3.0
+    y.retain_grad()
+    z = y.tanh()
+    z.retain_grad()
+    (z * torch.randn(N, 4, generator=g)).sum().backward()
+    return x, y, z
+
+
+def test_downstream_of_a_wrong_gradient_the_check_says_fix_that_first(capsys):
+    ns = {"torch": torch, "n": N}
+    exec(_cmp_cell("source"), ns)
+    ns["_FEEDS"] = {"z": [], "y": ["z"], "x": ["y"]}
+    run = iter(range(1, 100))
+    ns["get_ipython"] = lambda: type("Shell", (), {"execution_count": current})()
+    x, y, z = _chain()
+    current = next(run)  # one run of the check cell: dz wrong, then dy and dx from it
+    out = _said(ns["cmp"], capsys, "z", z.grad * 1.5, z)
+    assert "fix that first" not in out
+    for name, t in (("y", y), ("x", x)):
+        out = _said(ns["cmp"], capsys, name, t.grad * 2.0, t)
+        assert "this may be right: dz above is wrong" in out and "local derivative" not in out, out
+    current = next(run)  # the next run: dz right now; a wrong dy is its own
+    _said(ns["cmp"], capsys, "z", z.grad, z)
+    out = _said(ns["cmp"], capsys, "y", y.grad * 7.0, y)
+    assert "fix that first" not in out and "hint:" in out
+    current = next(run)  # another cell (exercise 2's check) does not inherit exercise 1's results
+    out = _said(ns["cmp"], capsys, "x", x.grad * 7.0, x)
+    assert "fix that first" not in out
+
+
+def test_a_sum_started_from_ones_is_off_by_exactly_one(cmp, net, capsys):
+    out = _said(cmp, capsys, "W2", net["h"].T @ net["dlogits"] + 1.0, net["W2"])
+    assert "off by exactly 1" in out and "zeros_like" in out

@@ -1,0 +1,33 @@
+"""What a statement of the student's sets, for the judge's hints: the statement that raised
+is blamed on the gradients it would have set (runner.py records them with the error)."""
+
+from __future__ import annotations
+
+import ast
+
+
+def assigned(stmt) -> set[str]:
+    """The names a statement sets: those it binds, and the tensors it changes in place
+    (`x[i] = ...`, `x[i] += ...`, `x.index_add_(...)`)."""
+    names = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, ast.Store):
+            names.add(_base(node))
+        elif isinstance(node, ast.Call) and _in_place(node.func):
+            names.add(_base(node.func.value))
+    names.discard(None)
+    return names
+
+
+def _in_place(func) -> bool:
+    """A tensor method that changes its tensor: `add_`, `index_add_`, `scatter_`, ..."""
+    return isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.startswith("_")
+
+
+def _base(node):
+    """The name at the root of `x[i].y`, or None."""
+    while isinstance(node, (ast.Subscript, ast.Attribute)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
