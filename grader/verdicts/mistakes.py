@@ -35,6 +35,12 @@ def known_mistakes(name: str, values: dict, grads: dict) -> dict[str, torch.Tens
             / n
             * (n * hp - hp.sum(0) - raw * (hp * raw).sum(0))
         }
+    if name == "dC":  # `dC[ix] = ...` in the loop: a character seen twice keeps its last gradient
+        kept = torch.zeros_like(v["C"])
+        for k, ix in enumerate(v["Xb"].view(-1).tolist()):
+            kept[ix] = d["emb"].view(-1, kept.shape[1])[k]
+        why = "a character seen more than once in the batch kept only its last gradient: accumulate with +="
+        return {why: kept}
     if name == "dlogits":
         return {"subtract 1 at the correct class: dlogits[range(n), Yb] -= 1": F.softmax(v["logits"], 1) / n}
     return {}

@@ -19,6 +19,7 @@ from ..replay.plan import EX1, run_order
 from ..replay.results import EX1_CELL, RunResult
 from ..replay.run import ReplayOutput
 from ..untrusted.protocol import AS_SUBMITTED, EX3, EX4, STATUS_OK, parse_run_name, run_name_local, value_key
+from . import raised
 from .training import training_verdict
 
 SKIPPED = "skipped"  # a run the judge did not need (ReplayOutput fills it in)
@@ -130,6 +131,7 @@ def collect(out: ReplayOutput, fresh: FreshInputs, first: dict[str, Comparison] 
     ex4_error = main.meta.get("ex4_error") or (
         None if main.status == STATUS_OK else f"the replay run {main.status}"
     )
+    ex4_error = ex4_error and raised.in_words(ex4_error, main.meta.get("names", []))
     found = Outcomes(gradients, main, ex4_error, training_verdict(main, fresh, ex4_error))
     if out.blocked is not None and out.watched is not None:
         found.trained_blocked, found.trained_watched = (

@@ -22,8 +22,17 @@ _LABELS = re.compile(r"(?i)^(y|y_?b|y_?batch|labels?|targets?)$")
 
 
 def in_cell(errors: list[dict], cell: str | None) -> list[dict]:
-    """The errors of the gradient's own answer cell."""
-    return [e for e in errors if cell is None or e.get("cell") == cell]
+    """The errors of the gradient's own answer cell (none for exercise 4's, a function's)."""
+    return [e for e in errors if cell is not None and e.get("cell") == cell]
+
+
+def in_words(error: str, names: list[str]) -> str:
+    """An error message with its undefined name said as the hints say it (exercise 4's call)."""
+    head, _, tail = error.partition("NameError: ")
+    undefined = _UNDEFINED.match("NameError: " + tail) if tail else None
+    if not undefined:
+        return error
+    return f"{head}NameError: `{undefined['name']}` is not defined{_instead(undefined['name'], names)}"
 
 
 def raised(name: str, errors: list[dict], *, names: list[str]) -> str | None:

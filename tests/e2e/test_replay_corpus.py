@@ -16,17 +16,19 @@ from grader.reports.scores import read_scores
 
 from conftest import make_course, nbgrader, nbgrader_split, shown_cells
 from corpus import CORPUS
+from hint_corpus import HINTS, check_judged, check_lines, judged, verdict_text
 
 ALL = [g.grade_id for g in spec.GRADED]
 
 
 @pytest.fixture(scope="module")
 def corpus_course(tmp_path_factory, new_course):
-    """The corpus graded with the repo's config (warm kernels) by plain nbgrader: two
-    processes, each on half of the corpus, as `backprop-ninja grade` shares a class."""
+    """The corpus and the hint corpus graded with the repo's config (warm kernels) by plain
+    nbgrader: two processes, each on half of the class, as `backprop-ninja grade` shares one."""
     course = new_course(tmp_path_factory.mktemp("corpus"))
-    write_submissions([c.sample for c in CORPUS], course=course)
-    nbgrader_split(course, [c.sample.student for c in CORPUS], "autograde", "backprop_ninja", "--force")
+    samples = [c.sample for c in CORPUS] + [h.sample for h in HINTS]
+    write_submissions(samples, course=course)
+    nbgrader_split(course, [s.student for s in samples], "autograde", "backprop_ninja", "--force")
     nbgrader(course, "generate_feedback", "backprop_ninja", "--force")
     return course
 
@@ -193,10 +195,11 @@ def cold_corpus_course(tmp_path_factory, names_txt, corpus_course):
     reference the warm kernels, the default, must reproduce. Two nbgrader processes, each
     on half of the corpus: a cold kernel keeps about one core busy."""
     course = make_course(tmp_path_factory.mktemp("corpus-cold"), names_txt)
-    for folder in ("release", "submitted"):
-        shutil.copytree(corpus_course / folder, course / folder)
+    students = [c.sample.student for c in CORPUS]  # the hint corpus's kernels are the same kernels
+    shutil.copytree(corpus_course / "release", course / "release")
+    for student in students:
+        shutil.copytree(corpus_course / "submitted" / student, course / "submitted" / student)
     shutil.copy(corpus_course / "gradebook.db", course / "gradebook.db")
-    students = [c.sample.student for c in CORPUS]
     nbgrader_split(
         course, students, "autograde", "backprop_ninja", "--force", "--LimitedExecute.warm_kernels=False"
     )
@@ -205,8 +208,9 @@ def cold_corpus_course(tmp_path_factory, names_txt, corpus_course):
 
 def test_warm_kernels_give_the_cold_grades(corpus_course, cold_corpus_course):
     db = lambda c: f"sqlite:///{c / 'gradebook.db'}"  # noqa: E731
-    warm = {s.student: s.by_grade_id for s in read_scores(db(corpus_course))}
-    cold = {s.student: s.by_grade_id for s in read_scores(db(cold_corpus_course))}
+    corpus = {c.sample.student for c in CORPUS}
+    warm = {s.student: s.by_grade_id for s in read_scores(db(corpus_course)) if s.student in corpus}
+    cold = {s.student: s.by_grade_id for s in read_scores(db(cold_corpus_course)) if s.student in corpus}
     assert warm == cold
     assert len(warm) == len(CORPUS)
 
@@ -218,3 +222,24 @@ def test_warm_kernels_give_the_cold_notebooks(corpus_course, cold_corpus_course,
     assert len(warm) == len(cold)
     for i, (w, c) in enumerate(zip(warm, cold)):
         assert w == c, f"cell {i}"
+
+
+# ---------------------------------------------------------------- the hint corpus (tests/hint_corpus.py)
+@pytest.mark.parametrize("case", HINTS, ids=[h.sample.student for h in HINTS])
+def test_each_hint_names_the_mistake(corpus_course, case):
+    verdict = _record(corpus_course, case.sample.student)["verdicts"][case.grade_id]
+    assert judged(case, verdict_text(verdict)) == [], verdict_text(verdict)
+
+
+CHECKED = [h for h in HINTS if h.check_of]
+
+
+@pytest.mark.parametrize("case", CHECKED, ids=[h.sample.student for h in CHECKED])
+def test_the_students_own_check_names_the_mistake(corpus_course, case):
+    nb = json.loads(_autograded(corpus_course, case.sample.student).read_text())
+    said = check_lines(nb["cells"], case.check_of)
+    assert said and check_judged(case, said) == [], said
+
+
+def _autograded(course, student):
+    return course / "autograded" / student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
