@@ -72,7 +72,7 @@ class Sampler(threading.Thread):
 
 
 def _kind(argv: list[str]) -> str:
-    if any(a.endswith("/nbgrader") for a in argv[:2]):
+    if any(a.endswith("/nbgrader") or a == "grader.grading.nbgrader_main" for a in argv[:3]):
         return "nbgrader + judge (in-process)"
     if "grader.untrusted.server" in argv:
         return "replay"

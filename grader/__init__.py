@@ -9,7 +9,10 @@ Folders by job; the trust boundary is the folder `untrusted/`:
 - replay/         the trusted side of the replay: plan, run, validate what comes back
 - verdicts/       where a grade is decided (judge.py) and explained (hints, mistakes, scan)
 - preprocessors/  the nbgrader plug-ins, one class per module
-- course/         the TA's jobs: batch (all cores, or a Dask cluster), preflight, intake, report, ...
+- incoming/       submissions coming in: an LMS zip, the exchange, intake, preflight, samples
+- grading/        grading a class: the batch on every core or on a Dask cluster; nbgrader as a subprocess
+- reports/        what TAs read afterwards: the table, the class report, exports, the suspicious list
+- gradescope/     the Gradescope autograder
 - settings.py     every setting and environment variable
 - cli.py          the one command line, `backprop-ninja VERB` (also `python -m grader VERB`)
 - incell.py       the one public import: the hidden tests' `from grader.incell import grade`

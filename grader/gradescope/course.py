@@ -34,7 +34,6 @@ def nbgrader(course: Path, *args: str, log: Path | None = None) -> subprocess.Co
         course,
         *args,
         f"--CourseDirectory.db_url={_db_url(course)}",
-        as_module=True,  # a system python3's scripts are in /usr/local/bin, not beside it
         more_bins=[sysconfig.get_path("scripts")],  # so they go on PATH too (alembic)
         capture_output=True,
         text=True,

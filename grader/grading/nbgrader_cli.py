@@ -1,5 +1,6 @@
-"""nbgrader as a subprocess, started one way: this Python's nbgrader, in the course folder, with
-this Python's bin/ first on PATH (nbgrader shells out to alembic, which must be this
+"""nbgrader as a subprocess, started one way: this Python's nbgrader (`python -m
+grader.grading.nbgrader_main`: nbgrader's command line, its imports trimmed), in the course
+folder, with this Python's bin/ first on PATH (nbgrader shells out to alembic, which must be this
 installation's too). The batch's workers (workers.py), a cluster worker (remote.py), the
 Gradescope run (gradescope/course.py) and the tests start it here; each keeps its own handling
 of the output and its own timeout.
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 BIN = Path(sys.executable).parent  # a virtualenv's scripts are beside its python
-NBGRADER = BIN / "nbgrader"
+NBGRADER = [sys.executable, "-m", "grader.grading.nbgrader_main"]
 
 
 def nbgrader_env(more_bins: Sequence[str] = ()) -> dict[str, str]:
@@ -22,17 +23,15 @@ def nbgrader_env(more_bins: Sequence[str] = ()) -> dict[str, str]:
     return dict(os.environ, PATH=os.pathsep.join([str(BIN), *more_bins, os.environ.get("PATH", "")]))
 
 
-def nbgrader_call(course: Path, *args: str, as_module: bool = False, more_bins: Sequence[str] = ()) -> dict:
+def nbgrader_call(course: Path, *args: str, more_bins: Sequence[str] = ()) -> dict:
     """What subprocess.run and subprocess.Popen take to run `nbgrader ARGS` in `course`: the
-    command (`python -m nbgrader` with `as_module`, for a Python whose scripts are not beside
-    it), the working folder, the environment."""
-    program = [sys.executable, "-m", "nbgrader"] if as_module else [str(NBGRADER)]
-    return {"args": [*program, *args], "cwd": course, "env": nbgrader_env(more_bins)}
+    command (run by this Python, wherever its scripts are), the working folder, the environment."""
+    return {"args": [*NBGRADER, *args], "cwd": course, "env": nbgrader_env(more_bins)}
 
 
 def run_nbgrader(
-    course: Path, *args: str, as_module: bool = False, more_bins: Sequence[str] = (), **options
+    course: Path, *args: str, more_bins: Sequence[str] = (), **options
 ) -> subprocess.CompletedProcess:
     """`nbgrader ARGS` in `course`, waited for; `options` are subprocess.run's (the output, the
     timeout, stdin, ...). The command run is the result's `args`."""
-    return subprocess.run(**nbgrader_call(course, *args, as_module=as_module, more_bins=more_bins), **options)
+    return subprocess.run(**nbgrader_call(course, *args, more_bins=more_bins), **options)

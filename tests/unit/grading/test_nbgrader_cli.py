@@ -16,7 +16,7 @@ from grader.gradescope import course as gradescope_course
 from grader.grading import nbgrader_cli, remote, workers
 from grader.grading.nbgrader_cli import BIN, nbgrader_call
 
-VENV_NBGRADER = str(Path(sys.executable).parent / "nbgrader")
+NBGRADER = [sys.executable, "-m", "grader.grading.nbgrader_main"]
 VENV_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
@@ -36,18 +36,17 @@ def started(monkeypatch):
 
 def test_the_call_is_this_pythons_nbgrader_in_the_course_with_its_bin_first_on_path(tmp_path):
     call = nbgrader_call(tmp_path, "autograde", "a1")
-    assert call["args"] == [VENV_NBGRADER, "autograde", "a1"] and call["cwd"] == tmp_path
+    assert call["args"] == [*NBGRADER, "autograde", "a1"] and call["cwd"] == tmp_path
     assert call["env"] == dict(os.environ, PATH=VENV_PATH)
-    module = nbgrader_call(tmp_path, "x", as_module=True, more_bins=["/opt/bin"])
-    assert module["args"] == [sys.executable, "-m", "nbgrader", "x"]
-    assert module["env"]["PATH"] == os.pathsep.join([str(BIN), "/opt/bin", os.environ.get("PATH", "")])
+    more = nbgrader_call(tmp_path, "x", more_bins=["/opt/bin"])
+    assert more["env"]["PATH"] == os.pathsep.join([str(BIN), "/opt/bin", os.environ.get("PATH", "")])
 
 
 def test_run_passes_its_options_to_subprocess_run(tmp_path, started):
     nbgrader_cli.run_nbgrader(tmp_path, "export", capture_output=True, timeout=5)
     assert started == [
         {
-            "args": [VENV_NBGRADER, "export"],
+            "args": [*NBGRADER, "export"],
             "cwd": tmp_path,
             "env": dict(os.environ, PATH=VENV_PATH),
             "capture_output": True,
@@ -61,7 +60,7 @@ def test_a_worker_starts_its_share_as_before(tmp_path, started):
     workers._start(tmp_path, share, ["a", "b"], force=True, extra=["--X=1"])
     (call,) = started
     exclude = "--CourseDirectory.student_id_exclude=a"
-    assert call["args"] == [VENV_NBGRADER, "autograde", "backprop_ninja", exclude, "--force", "--X=1"]
+    assert call["args"] == [*NBGRADER, "autograde", "backprop_ninja", exclude, "--force", "--X=1"]
     assert (call["cwd"], call["env"]) == (tmp_path, dict(os.environ, PATH=VENV_PATH))
     assert call["stderr"] == subprocess.STDOUT and call["start_new_session"] is True
     assert call["stdout"].name == str(share.log)
@@ -72,7 +71,7 @@ def test_a_cluster_worker_runs_nbgrader_as_before(tmp_path, started):
     db = f"--CourseDirectory.db_url=sqlite:///{tmp_path / 'gradebook.db'}?timeout=120"
     assert started == [
         {
-            "args": [VENV_NBGRADER, "generate_assignment", "a1", db],
+            "args": [*NBGRADER, "generate_assignment", "a1", db],
             "cwd": tmp_path,
             "env": dict(os.environ, PATH=VENV_PATH),
             "stdout": subprocess.PIPE,
@@ -83,11 +82,11 @@ def test_a_cluster_worker_runs_nbgrader_as_before(tmp_path, started):
     ]
 
 
-def test_gradescope_runs_python_m_nbgrader_as_before(tmp_path, started):
+def test_gradescope_runs_this_pythons_nbgrader_as_before(tmp_path, started):
     gradescope_course.nbgrader(tmp_path, "autograde", "a1", log=tmp_path / "log" / "nbgrader.log")
     db = f"--CourseDirectory.db_url=sqlite:///{tmp_path / 'gradebook.db'}"
     bins = [str(Path(sys.executable).parent), sysconfig.get_path("scripts")]
-    argv = [sys.executable, "-m", "nbgrader", "autograde", "a1", db]
+    argv = [*NBGRADER, "autograde", "a1", db]
     assert started == [
         {
             "args": argv,
