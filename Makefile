@@ -73,12 +73,10 @@ bench: data
 	$(PY) benchmarks/throughput.py 40
 	$(PY) benchmarks/autograde_overhead.py 10
 
-# Two phases: every test but those that measure the machine, on every core (pytest-xdist; a
-# module's tests, and the users of the session's graded class, stay on one worker:
-# tests/conftest.py), then the machine's measurers alone. Both run, even when the first fails.
+# Every test, on every core (pytest-xdist): a module's tests on one worker, the users of the
+# session's graded class on one (tests/conftest.py), the longest groups first.
 test: data
-	rc=0; $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not machine" || rc=$$?; \
-	$(PY) -m pytest -q -m machine || rc=$$?; exit $$rc
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # Unit tests only: in-process, seconds (a unit test that starts a process fails: tests/conftest.py).
 unit: venv

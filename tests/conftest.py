@@ -65,10 +65,14 @@ SHARED_CLASS_MODULES = {  # share one worker (the collection checks that the lis
     "tests/e2e/test_feedback.py",
 }
 # The longest groups, longest first (as measured on 2 cores): started first, they are not what
-# the last minutes wait for.
+# the last minutes wait for. The modules that measure the machine (the hostile corpus's bounds,
+# two concurrent batches) are groups like any other: each measures its own processes, disk and
+# grades, and counts no process under another test run as its own.
 LONGEST = [
     "tests/e2e/test_replay_corpus.py",
+    "tests/e2e/test_hostile.py",
     SHARED_CLASS,
+    "tests/e2e/test_isolation_concurrent.py",
     "tests/e2e/test_install_modes.py",
     "tests/e2e/test_tmp_footholds.py",
     "tests/e2e/test_cluster.py",

@@ -37,11 +37,7 @@ from conftest import nbgrader
 from hostile import ALL, CASES, SECRETS, VICTIM
 from hostile_payloads import DAEMON_MARK
 
-# it measures the machine (disk, memory, strays): alone, after the parallel tests (make test)
-pytestmark = [
-    pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is needed (.ci/run installs it)"),
-    pytest.mark.machine,
-]
+pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is needed (.ci/run installs it)")
 FAST = ["--Execute.timeout=20", "--ReplayGrades.run_timeout=20"]
 NB = f"{spec.NOTEBOOK}.ipynb"
 GIB = 2**30

@@ -28,11 +28,7 @@ from conftest import nbgrader
 from hostile import ALL, appended, with_cell
 from hostile_payloads import snoop
 
-# one batch's cost to another, measured: alone, after the parallel tests (make test)
-pytestmark = [
-    pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is needed (.ci/run installs it)"),
-    pytest.mark.machine,
-]
+pytestmark = pytest.mark.skipif(not bwrap_works(), reason="bubblewrap is needed (.ci/run installs it)")
 DISTINCT = "B-ONLY-6d2f91c4-never-in-course-a"
 LISTEN = 30
 NB = f"{spec.NOTEBOOK}.ipynb"
