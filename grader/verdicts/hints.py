@@ -78,11 +78,8 @@ def value_hint(
         return shared
     if float(v.abs().max()) == 0.0 and float(r.abs().max()) > ATOL:
         return f"{name} is all zeros"
-    if n_seen is not None and n_seen != n:
-        return (
-            f"`n` is {n_seen!r} when this cell runs, not the batch size {n}: "
-            "did a loop variable named n overwrite it?"
-        )
+    if _n_overwritten(n_seen, n):
+        return _n_overwritten(n_seen, n)
     for label, alt in (mistakes or {}).items():
         if _close(v, alt.double()):
             return label
@@ -93,6 +90,15 @@ def value_hint(
         or relations.sum_for_product(v, r, upstream)
         or relations.forward_factor(v, r, forward or {})
         or (f"values differ from the reference (maxdiff {float((v - r).abs().max()):.3g})")
+    )
+
+
+def _n_overwritten(n_seen, n: int) -> str | None:
+    if n_seen is None or n_seen == n:
+        return None
+    return (
+        f"`n` is {n_seen!r} when this cell runs, not the batch size {n}: "
+        "did a loop variable named n overwrite it?"
     )
 
 
@@ -139,6 +145,9 @@ def explain(o: Outcome, value, main: RunResult, fresh: FreshInputs, n: int) -> s
     name, names = o.gradient.name, main.meta.get("names", [])
     if value is MISSING and main.status not in (STATUS_OK, SKIPPED):
         return f"the replay of your notebook stopped before this was computed: {main.status}"
+    n_seen = main.meta.get("n_at", {}).get(o.cell) if o.cell else None
+    if _n_overwritten(n_seen, n):  # the cause of whatever the cell then raised or computed
+        return _n_overwritten(n_seen, n)
     # the run whose value is explained: exercise 1's own rule, with correct upstream gradients
     errors = raised.in_cell(o.own_errors if o.own is not None else o.errors, o.cell)
     failed = raised.raised(name, errors, names=names)
@@ -156,7 +165,7 @@ def explain(o: Outcome, value, main: RunResult, fresh: FreshInputs, n: int) -> s
         branches=o.branches,
         aliases=main.meta.get("aliases", []),
         mistakes=known_mistakes(name, fresh.values, fresh.grads),
-        n_seen=main.meta.get("n_at", {}).get(o.cell) if o.cell else None,
+        n_seen=n_seen,
         upstream=_upstream(o, fresh),
         forward=fresh.values,
     )
