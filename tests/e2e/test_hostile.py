@@ -10,6 +10,7 @@ escapes aim at): for looking into one attack; the suite runs them all."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import json
@@ -307,7 +308,15 @@ def hostile_course(tmp_path_factory, new_course):
 
 
 def _scores(course):
-    return {s.student: s.by_grade_id for s in read_scores(f"sqlite:///{course / 'gradebook.db'}")}
+    """The gradebook's scores, read again only when the gradebook changed (a read costs over a
+    second, and 54 cases read it)."""
+    db = course / "gradebook.db"
+    return _read_scores(str(db), db.stat().st_mtime_ns, db.stat().st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_scores(db: str, _mtime_ns: int, _size: int) -> dict:
+    return {s.student: s.by_grade_id for s in read_scores(f"sqlite:///{db}")}
 
 
 def _feedback_html(course, student) -> str:
