@@ -269,8 +269,8 @@ def _as_update(name: str, grad, param: torch.Tensor) -> torch.Tensor:
     fits = len(have) <= len(want) and all(h in (1, w) for h, w in zip(have[::-1], want[::-1]))
     if not fits:
         raise ValueError(
-            f"d{name} has shape {tuple(grad.shape)}: the notebook's update `p.data += -lr * grad` "
-            f"cannot add it to {name}, of shape {tuple(param.shape)}"
+            f"d{name} has shape {have}: the notebook's update `p.data += -lr * grad` "
+            f"cannot add it to {name}, of shape {want}"
         )
     return grad
 

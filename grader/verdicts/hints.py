@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ..exercise.compare import ATOL, MISSING, RTOL, Unusable, as_reference_shape
+from ..exercise.compare import ATOL, MISSING, Unusable, as_reference_shape
 from ..reference import steps
 from ..reference.inputs import FreshInputs
 from ..replay.results import RunResult
@@ -16,10 +16,6 @@ from ..untrusted.protocol import STATUS_OK
 from . import raised, relations
 from .mistakes import known_mistakes
 from .outcomes import SKIPPED, Outcome
-
-
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and bool(torch.allclose(a.double(), b.double(), rtol=RTOL, atol=ATOL))
 
 
 def factors(n: int) -> list[tuple[float, str]]:
@@ -38,7 +34,7 @@ def factors(n: int) -> list[tuple[float, str]]:
 
 def shape_hint(value: torch.Tensor, reference: torch.Tensor) -> str | None:
     s, e = tuple(value.shape), tuple(reference.shape)
-    if value.dim() == 2 and s == e[::-1] and _close(value.T, reference):
+    if value.dim() == 2 and s == e[::-1] and relations.close(value.T, reference):
         return f"transposed: you have {s}, expected {e}; for Z = A @ B, dA = dZ @ B.T and dB = A.T @ dZ"
     vector = lambda shape: sum(d != 1 for d in shape) <= 1
     if vector(s) and vector(e) and value.numel() != reference.numel():
@@ -78,10 +74,10 @@ def value_hint(
         return shared
     if float(v.abs().max()) == 0.0 and float(r.abs().max()) > ATOL:
         return f"{name} is all zeros"
-    if _n_overwritten(n_seen, n):
-        return _n_overwritten(n_seen, n)
+    if overwritten := _n_overwritten(n_seen, n):
+        return overwritten
     for label, alt in (mistakes or {}).items():
-        if _close(v, alt.double()):
+        if relations.close(v, alt.double()):
             return label
     return (
         _one_branch(v, branches)
@@ -117,7 +113,7 @@ def _one_branch(v: torch.Tensor, branches) -> str | None:
     """Only one of the gradient's branches (a variable used twice in the forward pass)."""
     if branches and len(branches) > 1:
         for via, part in branches.items():
-            if _close(v, part.double()):
+            if relations.close(v, part.double()):
                 others = " and ".join(f"`{o}`" for o in branches if o != via)
                 return (
                     f"you have the part of the gradient through `{via}` but not the part through "
@@ -131,7 +127,7 @@ def _scaled(v: torch.Tensor, r: torch.Tensor, n: int) -> str | None:
     rr = float((r * r).sum())
     if rr > 0:
         c = float((v * r).sum()) / rr
-        if _close(v, c * r) and abs(c - 1) > 1e-3:
+        if relations.close(v, c * r) and abs(c - 1) > 1e-3:
             for f, label in factors(n):
                 if abs(c - f) <= 1e-3 * abs(f):
                     return f"off by a factor of {label}"
@@ -146,8 +142,8 @@ def explain(o: Outcome, value, main: RunResult, fresh: FreshInputs, n: int) -> s
     if value is MISSING and main.status not in (STATUS_OK, SKIPPED):
         return f"the replay of your notebook stopped before this was computed: {main.status}"
     n_seen = main.meta.get("n_at", {}).get(o.cell) if o.cell else None
-    if _n_overwritten(n_seen, n):  # the cause of whatever the cell then raised or computed
-        return _n_overwritten(n_seen, n)
+    if overwritten := _n_overwritten(n_seen, n):  # the cause of whatever the cell then raised or computed
+        return overwritten
     # the run whose value is explained: exercise 1's own rule, with correct upstream gradients
     errors = raised.in_cell(o.own_errors if o.own is not None else o.errors, o.cell)
     failed = raised.raised(name, errors, names=names)

@@ -15,7 +15,7 @@ import re
 from ..exercise import spec
 
 GRADIENT_NAMES = {g.name for g in spec.GRADIENTS}
-_UNDEFINED = re.compile(r"^NameError: name '(?P<name>[A-Za-z_][A-Za-z0-9_]*)' is not defined")
+_UNDEFINED = re.compile(r"NameError: name '(?P<name>[A-Za-z_][A-Za-z0-9_]*)' is not defined")
 # What the lecture calls what students often name otherwise
 _BATCH_SIZE = re.compile(r"(?i)^(n|n_?batch|batch(_?size)?|bs|b|num_?examples)$")
 _LABELS = re.compile(r"(?i)^(y|y_?b|y_?batch|labels?|targets?)$")
@@ -28,11 +28,11 @@ def in_cell(errors: list[dict], cell: str | None) -> list[dict]:
 
 def in_words(error: str, names: list[str]) -> str:
     """An error message with its undefined name said as the hints say it (exercise 4's call)."""
-    head, _, tail = error.partition("NameError: ")
-    undefined = _UNDEFINED.match("NameError: " + tail) if tail else None
+    undefined = _UNDEFINED.search(error)
     if not undefined:
         return error
-    return f"{head}NameError: `{undefined['name']}` is not defined{_instead(undefined['name'], names)}"
+    head, missing = error[: undefined.start()], undefined["name"]
+    return f"{head}NameError: `{missing}` is not defined{_instead(missing, names)}"
 
 
 def raised(name: str, errors: list[dict], *, names: list[str]) -> str | None:

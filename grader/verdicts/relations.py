@@ -15,15 +15,16 @@ from ..exercise.compare import ATOL, RTOL
 TINY = 1e-3  # entries this small next to the largest are left out of a ratio (noise, not signal)
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and bool(torch.allclose(a, b, rtol=RTOL, atol=ATOL))
+def close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal up to the comparison's tolerance (compare.py), in double precision."""
+    return a.shape == b.shape and bool(torch.allclose(a.double(), b.double(), rtol=RTOL, atol=ATOL))
 
 
 def offset(v: torch.Tensor, r: torch.Tensor) -> str | None:
     """The same constant added to every entry."""
     d = v - r
     c = float(d.flatten()[0])
-    if abs(c) <= ATOL or not _close(d, torch.full_like(d, c)):
+    if abs(c) <= ATOL or not close(d, torch.full_like(d, c)):
         return None
     if abs(c - 1) <= 1e-6:
         return (
@@ -42,7 +43,7 @@ def sum_for_product(v: torch.Tensor, r: torch.Tensor, upstream: torch.Tensor | N
     if int(keep.sum()) < keep.numel() // 2:
         return None
     local = r[keep] / up[keep]
-    if not _close(v[keep], local + up[keep]):
+    if not close(v[keep], local + up[keep]):
         return None
     return (
         "a sum where a product belongs: the chain rule multiplies this step's local derivative "
