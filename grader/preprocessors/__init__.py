@@ -1,27 +1,35 @@
-"""The kit's nbgrader preprocessors, one class per module; nbgrader_config.py lists them.
+"""The kit's nbgrader preprocessors, one class per module; nbgrader_config.py names them.
 
 - LimitedExecute: nbgrader's Execute with retries, time and output bounds per submission
 - NeutraliseOutputs: whatever the student's code displayed, made inert
 - ReplayGrades: the judge's verdicts into the graded cells (where grades come from)
 - RebuildFromSource: the instructor's notebook with the student's answers put in place
+- CheckCellMetadata: nbgrader's metadata check, its schema's validator made once
 - UseRemoteResult: a cluster worker's autograded notebook, recorded by the coordinator
 - FeedbackSummary (+ FeedbackExporter, its page): feedback that opens with every gradient's verdict
+
+Each is imported when first asked for: the configuration names them as strings, so an nbgrader
+command that grades nothing (export, generate_feedback, db) does not import torch (2.4 s of CPU).
 """
 
-from .feedback_exporter import FeedbackExporter
-from .feedback_summary import FeedbackSummary
-from .limited_execute import LimitedExecute
-from .neutralise_outputs import NeutraliseOutputs
-from .rebuild_from_source import RebuildFromSource
-from .replay_grades import ReplayGrades
-from .use_remote_result import UseRemoteResult
+from __future__ import annotations
 
-__all__ = [
-    "FeedbackExporter",
-    "FeedbackSummary",
-    "LimitedExecute",
-    "NeutraliseOutputs",
-    "RebuildFromSource",
-    "ReplayGrades",
-    "UseRemoteResult",
-]
+import importlib
+
+_MODULE_OF = {
+    "CheckCellMetadata": "check_cell_metadata",
+    "FeedbackExporter": "feedback_exporter",
+    "FeedbackSummary": "feedback_summary",
+    "LimitedExecute": "limited_execute",
+    "NeutraliseOutputs": "neutralise_outputs",
+    "RebuildFromSource": "rebuild_from_source",
+    "ReplayGrades": "replay_grades",
+    "UseRemoteResult": "use_remote_result",
+}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)

@@ -133,3 +133,32 @@ def test_config_points_nbgrader_at_the_kernel_spec():
     text = (ROOT / "nbgrader_config.py").read_text()
     assert 'os.path.join(os.path.dirname(confine.__file__), "jupyter")' in text
     assert (Path(grader.confine.__file__).parent / "jupyter").is_dir()
+
+
+CONFIG_LOAD = """import json, sys
+from traitlets.config import Config
+from grader.grading.nbgrader_main import skip_iri_checker
+skip_iri_checker()
+c = Config()
+exec(open(sys.argv[1]).read(), {"get_config": lambda: c, "__file__": sys.argv[1]})
+named = [p for k in ("sanitize_preprocessors", "autograde_preprocessors") for p in c.Autograde[k]]
+named += list(c.GenerateFeedback.preprocessors) + [c.GenerateFeedback.exporter_class]
+print(json.dumps({"torch": "torch" in sys.modules, "named": [p for p in named if isinstance(p, str)]}))
+"""
+
+
+@pytest.mark.integration
+def test_loading_the_config_imports_no_torch_and_each_named_class_exists(tmp_path):
+    """An nbgrader command that grades nothing (export, generate_feedback) pays no torch import."""
+    out = _run(sys.executable, "-c", CONFIG_LOAD, str(ROOT / "nbgrader_config.py"), cwd=tmp_path)
+    loaded = json.loads(out.stdout)
+    assert loaded["torch"] is False, out.stderr
+    from nbconvert.exporters import Exporter
+    from nbconvert.preprocessors import Preprocessor
+    from traitlets.utils.importstring import import_item
+
+    kit = {"RebuildFromSource", "CheckCellMetadata", "LimitedExecute", "NeutraliseOutputs", "ReplayGrades"}
+    kit |= {"FeedbackSummary", "FeedbackExporter"}
+    assert {n.rpartition(".")[2] for n in loaded["named"]} == kit
+    for name in loaded["named"]:
+        assert issubclass(import_item(name), (Preprocessor, Exporter)), name
