@@ -150,6 +150,22 @@ HINTS = [
         {EX1: [("dbndiff2 = (1.0/(n-1))", "dbnsqdiff = (1.0/(n-1))"), ("* dbndiff2", "* dbnsqdiff")]},
     ),
     _case(
+        "renamed_unlike",
+        "dbndiff2 under a name of the student's own that looks nothing like it",
+        "ex1_dbndiff2",
+        ["`sq_grad` holds exactly its value", "name it `dbndiff2`"],
+        ["assign it in the answer cell", "did you mean"],
+        {EX1: [("dbndiff2 = (1.0/(n-1))", "sq_grad = (1.0/(n-1))"), ("* dbndiff2", "* sq_grad")]},
+    ),
+    _case(
+        "renamed_dW1_beside_a_wrong_one",
+        "dW1 as the student's own name, beside a scratch tensor of its shape with another value",
+        "ex1_dW1",
+        ["`W1_grad` holds exactly its value"],
+        ["`scratch`", "assign it in the answer cell"],
+        {EX1: [("dW1 = embcat.T @ dhprebn", "scratch = torch.zeros_like(W1)\nW1_grad = embcat.T @ dhprebn")]},
+    ),
+    _case(
         "typo_dlogits_maxes",
         "dlogit_maxes misspelt, everywhere",
         "ex1_dlogit_maxes",

@@ -34,7 +34,9 @@ from ..untrusted.protocol import (
     EX4,
     MAX_EVENTS,
     MAX_FRAME_BYTES,
+    MAX_OWN,
     META_HEADER,
+    OWN,
     STATUS_OK,
     TRAINED,
     VALUE_KINDS,
@@ -72,6 +74,8 @@ def expected_shapes(fresh) -> dict[str, Expect]:
             continue
         out[value_key(spec.ANSWER_CELLS[g.exercise], g.name)] = expect
         out[value_key(None, g.name)] = expect  # the per-gradient runs and exercise 3's run name it bare
+    for i in range(MAX_OWN):  # a rename's tensor: the judge compares its shape itself
+        out[value_key(OWN, str(i))] = Expect((), False, room[1])
     for k in spec.PARAMETERS:  # the replay's own loop shapes them: exactly
         out[value_key(TRAINED, k)] = Expect(tuple(train[k].shape), True, train[k].numel())
     return out
@@ -143,6 +147,11 @@ def _name(v, where: str) -> str:
     return _str(v, where, MAX_NAME)
 
 
+def _identifier(v, where: str) -> str:
+    name = _name(v, where)
+    return _is(name, where, name == v and name.isidentifier(), "a Python name")
+
+
 def _list(v, where: str, limit: int, item) -> list:
     return [item(x, f"{where}[{i}]") for i, x in enumerate(_is(v, where, type(v) is list, "a list")[:limit])]
 
@@ -188,6 +197,7 @@ def _pair(v, where: str) -> list[str]:
 # judge reads nothing else (grader/untrusted/runner.py writes them); any other key is dropped.
 SCHEMA = {
     "names": lambda v, w: _list(v, w, MAX_NAMES, _name),
+    "own": lambda v, w: _list(v, w, MAX_OWN, _identifier),
     "aliases": lambda v, w: _list(v, w, MAX_ALIASES, _pair),
     "n_at": lambda v, w: {
         _name(k, w): (v[k] if type(v[k]) in (int, bool) else _str(v[k], w, MAX_N_AT_CHARS))

@@ -46,6 +46,9 @@ def parse_run_name(run: str) -> tuple[str, str]:
 EX4 = "ex4"  # exercise 4's gradients, as manual_backward returned them: "ex4/dX"
 TRAINED = "train"  # the parameters after the replay's training loop: "train/X"
 TRAINING_CPU = "training"  # RunRecord.cpu's key for that loop (beside cell labels, spec.EX4_FUNCTION)
+# Tensors of the student's own names, from the main run's exercise-1 cell, the shape of a gradient
+# it left unassigned (a rename, told by its value): "own/0", "own/1", ..., named in RunRecord.own
+OWN, MAX_OWN = "own", 8
 
 
 def value_key(where: str | None, name: str) -> str:
@@ -171,6 +174,7 @@ class RunRecord(TypedDict, total=False):
 
     values: dict[str, ValueInfo]  # value_key(...): "<answer cell>/<name>", "<name>", "ex4/<dX>"
     names: list[str]  # the main run's global names (for "is it misspelt?" hints)
+    own: list[str]  # the student's name of each OWN tensor, in order
     aliases: list[list[str]]  # pairs of names bound to one tensor
     n_at: dict[str, int | str]  # `n` when each answer cell ran
     errors: list[RunError]

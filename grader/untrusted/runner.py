@@ -21,7 +21,7 @@ import torch
 from ..exercise import network, spec
 from ..exercise.cells import strip_magics
 from ..exercise.compare import MISSING
-from .assigned import assigned
+from .assigned import assigned, own_names
 from .autograd_guard import Guard
 from .backward_call import BackwardFailed, accepted_arguments, call_manual_backward, raised
 from .derivative_block import UNAVAILABLE
@@ -30,6 +30,8 @@ from .protocol import (
     EX3,
     EX4,
     LOCAL,
+    MAX_OWN,
+    OWN,
     TRAINED,
     TRAINING_CPU,
     ReplayPlan,
@@ -169,8 +171,10 @@ class Runner:
                 meta["n_at"][gid] = ns.get("n") if isinstance(ns.get("n"), int) else repr(ns.get("n"))[:40]
             if kind == LOCAL:
                 if gid == spec.ANSWER_CELLS[1]:
+                    before = set(ns)
                     self.run_cell(ns, cell, self.inputs["inject"])
                     self._snapshot(ns, [target], meta, tensors)
+                    self._own(ns, before, meta, tensors)
                     return meta, tensors
                 self.run_cell(ns, cell)
                 continue
@@ -181,9 +185,12 @@ class Runner:
                 self.run_cell(ns, cell, {"dhpreact": self.inputs["inject"]["dhpreact"]})
                 self._snapshot(ns, ["dhprebn"], meta, tensors)
                 return meta, tensors
+            before = set(ns)
             self.run_cell(ns, cell)
             if kind == AS_SUBMITTED and gid in SNAPSHOT:
                 self._snapshot(ns, SNAPSHOT[gid], meta, tensors, where=gid)
+                if gid == spec.ANSWER_CELLS[1]:
+                    self._own(ns, before, meta, tensors)
                 self.send_checkpoint(meta, tensors)
         if kind == AS_SUBMITTED:
             meta["names"] = sorted(k for k in ns if isinstance(k, str) and not k.startswith("_"))[:2000]
@@ -207,6 +214,17 @@ class Runner:
                 if same in seen and value.numel():  # one tensor under two names (a .view is fine)
                     meta["aliases"].append([seen[same], name])
                 seen.setdefault(same, name)
+
+    def _own(self, ns, before, meta, tensors):
+        """Tensors of the student's own names the shape of a gradient exercise 1 left unassigned,
+        as OWN/0, OWN/1, ... (the judge tells a rename by its value)."""
+        missing = [g for g in spec.GRADIENTS if g.exercise == 1 and g.name not in ns]
+        shapes = {tuple(ns[g.target].shape) for g in missing if isinstance(ns.get(g.target), torch.Tensor)}
+        meta["own"] = own_names(ns, before, shapes, set(EX1_NAMES), MAX_OWN) if shapes else []
+        for i, name in enumerate(meta["own"]):
+            info, t = _export(ns[name])
+            meta["values"][value_key(OWN, str(i))] = info
+            tensors[value_key(OWN, str(i))] = t
 
     def _exercise4(self, ns, meta, tensors):
         fn = ns.get(spec.EX4_FUNCTION)

@@ -150,7 +150,7 @@ def explain(o: Outcome, value, main: RunResult, fresh: FreshInputs, n: int) -> s
     if failed:  # the statement that computes it raised: that, not what its value looks like
         return failed
     if value is MISSING:
-        return raised.unassigned(name, names=names, errors=errors)
+        return raised.unassigned(name, names=names, errors=errors, renamed=o.renamed)
     if not isinstance(value, torch.Tensor):
         return value.message if isinstance(value, Unusable) else None
     return value_hint(

@@ -11,15 +11,24 @@ from dataclasses import dataclass, field
 import torch
 
 from ..exercise import spec
-from ..exercise.compare import Comparison
+from ..exercise.compare import MISSING, Comparison
 from ..exercise.verdict import Verdict, compare_gradient
 from ..reference import steps
 from ..reference.inputs import FreshInputs
 from ..replay.plan import EX1, run_order
 from ..replay.results import EX1_CELL, RunResult
 from ..replay.run import ReplayOutput
-from ..untrusted.protocol import AS_SUBMITTED, EX3, EX4, STATUS_OK, parse_run_name, run_name_local, value_key
-from . import raised
+from ..untrusted.protocol import (
+    AS_SUBMITTED,
+    EX3,
+    EX4,
+    OWN,
+    STATUS_OK,
+    parse_run_name,
+    run_name_local,
+    value_key,
+)
+from . import raised, relations
 from .training import training_verdict
 
 SKIPPED = "skipped"  # a run the judge did not need (ReplayOutput fills it in)
@@ -41,6 +50,7 @@ class Outcome:
     branches: dict | None = None  # a gradient with several consumers: each branch's part
     blocked: bool | None = None  # right in the notebook's blocked / watched run (None: no such run)
     watched: bool | None = None
+    renamed: str | None = None  # unassigned, but a name of the student's own holds its value
 
 
 @dataclass
@@ -94,7 +104,17 @@ def _exercise1(out: ReplayOutput, fresh: FreshInputs, first: dict[str, Compariso
         errors=main.meta.get("errors", []),
         own_errors=own_run.meta.get("errors", []) if own_run else [],
         branches=fresh.branches.get(g.target) if len(steps.consumers(g.target)) > 1 else None,
+        renamed=(_holder(own_run, ref) or _holder(main, ref)) if value is MISSING else None,
     )
+
+
+def _holder(run: RunResult | None, ref: torch.Tensor) -> str | None:
+    """The student's own name whose tensor (runner.py's OWN values) is this gradient's value."""
+    for i, name in enumerate(run.meta.get("own", []) if run and run.status != SKIPPED else []):
+        t = run.value(value_key(OWN, str(i)))
+        if isinstance(t, torch.Tensor) and relations.close(t, ref):
+            return name
+    return None
 
 
 def _later(out: ReplayOutput, fresh: FreshInputs, g) -> Outcome:

@@ -66,15 +66,17 @@ def _instead(missing: str, names: list[str]) -> str:
     return ": assign it in this cell, or use the lecture's name"
 
 
-def unassigned(name: str, *, names: list[str], errors: list[dict]) -> str:
+def unassigned(name: str, *, names: list[str], errors: list[dict], renamed: str | None = None) -> str:
     """`name` was never assigned in its cell (`errors`: that cell's; `names`: the notebook's
-    global names)."""
+    global names; `renamed`: a name of the student's own that holds its value)."""
     stub = next((e for e in errors if "NotImplementedError" in e["error"]), None)
     if stub:
         return (
             f"{name} is not defined: {stub['cell']} raised {stub['error']} at line {stub['line']} "
             "(is the `raise NotImplementedError()` stub still there?)"
         )
+    if renamed:
+        return f"{name} is not defined, but `{renamed}` holds exactly its value: name it `{name}`"
     # another gradient's name is not a misspelling of this one
     candidates = [x for x in names if x != name and x.startswith("d") and x not in GRADIENT_NAMES]
     similar = difflib.get_close_matches(name, candidates, n=2, cutoff=0.75)

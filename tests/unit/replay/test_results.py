@@ -19,7 +19,7 @@ from grader.exercise.compare import MISSING, Foreign
 from grader.replay import results
 from grader.replay.results import RunResult, expected_shapes
 from grader.replay.tensors import MAX_ENTRY_BYTES, MAX_NAME
-from grader.untrusted.protocol import MAX_FRAME_BYTES
+from grader.untrusted.protocol import MAX_FRAME_BYTES, MAX_OWN
 from grader.verdicts.training import training_verdict
 
 from replay_runs import EX1, frame, honest_runs, one, parse
@@ -40,7 +40,13 @@ def test_expected_shapes_come_from_the_references(fresh):
             shapes[f"ex4/d{k}"].shape == tuple(fresh.ex4_reference[k].shape) and not shapes[f"ex4/d{k}"].exact
         )
         assert shapes[f"train/{k}"].shape == tuple(fresh.train[k].shape) and shapes[f"train/{k}"].exact
-    assert len(shapes) == 2 * len(EX1) + 2 * len(spec.PARAMETERS) + 2
+    # a rename's tensors: any shape no bigger than the forward pass's largest tensor
+    own = [shapes[f"own/{i}"] for i in range(MAX_OWN)]
+    assert all(
+        not e.exact and e.limit == max(t.numel() for t in fresh.values.values() if hasattr(t, "numel"))
+        for e in own
+    )
+    assert len(shapes) == 2 * len(EX1) + 2 * len(spec.PARAMETERS) + 2 + MAX_OWN
 
 
 # ---------------------------------------------------------------- whole frames

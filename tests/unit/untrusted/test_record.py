@@ -14,7 +14,7 @@ import torch
 from grader.exercise import spec
 from grader.replay import results
 from grader.replay.tensors import Expect
-from grader.untrusted.protocol import RunRecord
+from grader.untrusted.protocol import MAX_OWN, OWN, RunRecord, value_key
 from grader.untrusted.runner import EX1_NAMES, NoIPython, Runner
 from grader.untrusted.server import encode_frame
 
@@ -161,3 +161,46 @@ def test_a_field_of_the_wrong_type_costs_the_run(main_run):
     record, tensors, _ = main_run
     result = results.parse_frame(encode_frame(dict(record, seconds="fast"), tensors), "ok", EXPECTED)
     assert (result.meta, result.status) == ({}, "returned an unusable result (seconds is not a duration)")
+
+
+# ------------------------------------------------------------ a rename, told by its value
+RENAME_PLAN = dict(
+    PLAN,
+    cells=[
+        _cell(
+            "setup", "locked", "import torch\nn = 4\nlogprobs = torch.zeros(2, 3)\nprobs = torch.zeros(2, 3)"
+        ),
+        _cell(
+            EX1,
+            "answer",
+            "mine = torch.ones(2, 3)\n_hidden = torch.ones(2, 3)\nwrong_shape = torch.ones(3, 2)\n"
+            "dprobs = torch.ones(2, 3)\nprobs = probs + 1\nglobals()['not a name'] = torch.ones(2, 3)\n"
+            "many = [globals().__setitem__(f'x{i}', torch.ones(2, 3)) for i in range(20)]",
+            EX1,
+        ),
+    ],
+)
+
+
+def _run_plan(plan, run="main"):
+    runner = Runner(plan, {"ex4": {}, "train": {}, "inject": {}})
+    ns = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
+    return runner.run(ns, run)
+
+
+def test_the_main_run_returns_the_students_own_names_of_a_missing_gradients_shape():
+    record, tensors = _run_plan(RENAME_PLAN)
+    # new names only (`probs` is the forward pass's, rebound), no lecture gradient, no _private,
+    # no other shape, Python names only, at most MAX_OWN
+    assert record["own"] == ["mine"] + [f"x{i}" for i in range(MAX_OWN - 1)]
+    assert torch.equal(tensors[value_key(OWN, "0")], torch.ones(2, 3))
+    expected = dict(EXPECTED, **{value_key(OWN, str(i)): Expect((), False, 6) for i in range(MAX_OWN)})
+    result = results.parse_frame(encode_frame(record, tensors), "ok", expected)
+    assert result.meta["own"] == record["own"] and torch.equal(result.value("own/0"), torch.ones(2, 3))
+    assert _run_plan(RENAME_PLAN, "local:dlogprobs")[0]["own"][0] == "mine"  # the own-rule run too
+
+
+def test_an_own_name_that_is_not_a_python_name_costs_the_run(main_run):
+    record, tensors, _ = main_run
+    result = results.parse_frame(encode_frame(dict(record, own=["a b"]), tensors), "ok", EXPECTED)
+    assert result.status == "returned an unusable result (own[0] is not a Python name)"

@@ -15,7 +15,7 @@ from grader.untrusted.server import encode_frame
 from grader.verdicts import judge, outcomes
 
 from conftest import JUDGE_SEED
-from replay_runs import honest_runs
+from replay_runs import honest_runs, parse
 
 
 def test_an_unusable_gradient_is_a_wrong_value_with_the_reason(fresh):
@@ -77,3 +77,28 @@ def test_exercise_4_keepdim_forgotten_still_counts(fresh):
     )
     assert v["ex4_dbngain"].score == 1 and "only size-1 dims differ" in v["ex4_dbngain"].lines[0]
     assert sum(x.score for x in v.values()) == spec.total_points()
+
+
+def test_a_gradient_under_a_name_of_the_students_own_is_named_by_its_value(fresh):
+    """dbndiff2 not assigned: `sq` holds its value (said), `other` the same shape but another
+    value (not said), in the main run and in the own-rule run, which is read first."""
+    runs = honest_runs(fresh)
+    key, ref = f"{spec.ANSWER_CELLS[1]}/dbndiff2", fresh.grads["bndiff2"]
+    runs["main"].tensors.pop(key)
+    runs["main"].meta["values"][key] = {"kind": "missing"}
+    runs["local:dbndiff2"] = parse(
+        fresh,
+        {"values": {"own/0": {"kind": "tensor"}, "own/1": {"kind": "tensor"}}, "own": ["other", "sq"]},
+        {"own/0": ref + 1, "own/1": ref.clone()},
+    )
+    v = judge.all_verdicts(
+        outcomes.collect(ReplayOutput(runs, 0.0), fresh), fresh, JudgeSettings(seed=JUDGE_SEED)
+    )
+    assert v["ex1_dbndiff2"].score == 0
+    said = "hint: dbndiff2 is not defined, but `sq` holds exactly its value: name it `dbndiff2`"
+    assert said in v["ex1_dbndiff2"].lines
+    runs["local:dbndiff2"].meta["own"] = ["other"]  # only a wrong value of that shape: no rename
+    v = judge.all_verdicts(
+        outcomes.collect(ReplayOutput(runs, 0.0), fresh), fresh, JudgeSettings(seed=JUDGE_SEED)
+    )
+    assert not any("holds exactly" in line for line in v["ex1_dbndiff2"].lines)

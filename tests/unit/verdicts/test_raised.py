@@ -51,3 +51,10 @@ def test_only_the_gradients_own_cell_is_read():
     errors = [_error(2, "NameError: name 'x' is not defined", ["dhprebn"], cell="ex3_solution")]
     assert raised.in_cell(errors, "ex1_solution") == []
     assert raised.in_cell(errors, "ex3_solution") == errors
+
+
+def test_a_name_holding_the_gradients_value_is_named_before_any_spelling_guess():
+    text = raised.unassigned("dbndiff2", names=["dbnsqdif"], errors=[], renamed="grad_sq")
+    assert text == "dbndiff2 is not defined, but `grad_sq` holds exactly its value: name it `dbndiff2`"
+    stub = [_error(2, "NotImplementedError: ")]
+    assert "stub" in raised.unassigned("dbndiff2", names=[], errors=stub, renamed="grad_sq")
