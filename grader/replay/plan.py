@@ -5,6 +5,7 @@ and in which order the runs go. Trusted side; the plan travels to the runs as da
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 
 from ..exercise import network, spec
 from ..exercise.cells import nbgrader_meta, strip_magics
@@ -42,6 +43,12 @@ def reseed(source: str, seed: int, batch_size: int | None = None) -> str:
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
+@lru_cache(maxsize=64)
+def _seeded(source: str, batch_size: int | None) -> bool:
+    """Whether the cell depends on the seed (the same for every submission: cached)."""
+    return reseed(source, 0, batch_size) != reseed(source, 1, batch_size)
+
+
 def _cell(label: str, kind: str, grade_id: str | None, source: str, seeded: bool = False) -> PlanCell:
     return {"label": label, "kind": kind, "grade_id": grade_id, "source": source, "seeded": seeded}
 
@@ -64,8 +71,7 @@ def replay_cells(cells, settings: JudgeSettings) -> list[PlanCell]:
             if gid not in spec.KERNEL_ONLY_CELLS:
                 size = settings.batch_size if gid == spec.BATCH_CELL else None
                 source = reseed(cell["source"], settings.seed, size)
-                seeded = source != reseed(cell["source"], settings.seed + 1, size)
-                out.append(_cell(gid, "locked", gid, source, seeded))
+                out.append(_cell(gid, "locked", gid, source, _seeded(cell["source"], size)))
         else:
             out.append(_cell(f"your cell after {last}", "added", None, cell["source"]))
         last = gid or last

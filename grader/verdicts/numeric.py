@@ -91,10 +91,10 @@ def _names(source: str) -> tuple[set[str], set[str]]:
     return bound, read - bound  # an import binds no answer's input; a name a cell binds it does not read
 
 
-def costly(run: RunResult, plan: list[dict], limit: float, train_steps: int) -> dict[int, float]:
-    """Exercise -> CPU seconds of its student cells in this run, where over the limit."""
+def costly(run: RunResult, section: dict[str, set[int]], limit: float, train_steps: int) -> dict[int, float]:
+    """Exercise -> CPU seconds of its student cells in this run (`section`: sections(plan)),
+    where over the limit."""
     spent: dict[int, float] = {}
-    section = sections(plan)
     for label, seconds in run.meta.get("cpu", {}).items():
         for ex in section.get(label, ()):
             spent[ex] = spent.get(ex, 0.0) + seconds
@@ -121,10 +121,11 @@ def apply_numeric(
 ) -> list[Flag]:
     """Zero (policy "zero") or list (policy "flag") what numeric work produced."""
     limit = budget(settings, fresh, out)
+    section = sections(plan)  # parsed once for all the runs
     found: dict[int, str] = {}
     flags = []
     for name, run in out.runs.items():
-        for ex, seconds in costly(run, plan, limit, settings.train_steps).items():
+        for ex, seconds in costly(run, section, limit, settings.train_steps).items():
             found.setdefault(
                 ex,
                 f"exercise {ex}'s cells took {seconds:.2f} CPU s (a derived backward: {limit:.2g} s at most)",

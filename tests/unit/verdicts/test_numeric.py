@@ -112,5 +112,5 @@ def test_training_is_bounded_per_step(fresh):
     limit = 0.05
     cheap = _with_cpu(runs["main"], {"training": limit * settings.train_steps * 0.5})
     dear = _with_cpu(runs["main"], {"training": limit * settings.train_steps * 2})
-    assert costly(cheap, PLAN, limit, settings.train_steps) == {}
-    assert list(costly(dear, PLAN, limit, settings.train_steps)) == [4]
+    assert costly(cheap, sections(PLAN), limit, settings.train_steps) == {}
+    assert list(costly(dear, sections(PLAN), limit, settings.train_steps)) == [4]
