@@ -391,8 +391,8 @@ HINTS = [
         "index_add_own_name",
         "dC by index_add_ from a name of the student's own",
         "ex1_dC",
-        ["`demb_flat` is not defined"],
-        ["all zeros"],
+        ["`demb_flat` is not defined", "from `demb`"],
+        ["all zeros", "`dembcat`"],
         {EX1: [(DC_LOOP, "dC.index_add_(0, Xb.view(-1), demb_flat)")]},
     ),
     _case(

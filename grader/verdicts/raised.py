@@ -60,6 +60,9 @@ def _instead(missing: str, names: list[str]) -> str:
     same = [x for x in names if x.lower() == missing.lower()]
     if same:
         return f": the notebook's is `{same[0]}`"
+    stem = missing.rsplit("_", 1)[0]
+    if stem != missing and stem in names:  # `demb_flat`: the student's own name for a form of `demb`
+        return f": define it in this cell before this line (from `{stem}`?)"
     close = difflib.get_close_matches(missing, [x for x in names if not x.startswith("_")], n=2, cutoff=0.75)
     if close:
         return "; did you mean " + " or ".join(f"`{c}`" for c in close) + "?"

@@ -30,6 +30,10 @@ def test_an_undefined_name_is_named_with_what_the_notebook_has_instead():
     assert "batch size is `n`" in said("BATCH_SIZE") and "batch size is `n`" in said("N")
     assert "labels are `Yb`" in said("Y_batch") and "labels are `Yb`" in said("yb")
     assert "did you mean `dbndiff`?" in said("dbndif")
+    # a form of a notebook name under the student's own name: not a spelling of another gradient
+    assert said("demb_flat", names=("demb", "dembcat")).endswith(
+        "define it in this cell before this line (from `demb`?)"
+    )
     assert "assigned later" in said("dbndiff_sq", names=("dbndiff_sq",))
     assert "use the lecture's name" in said("my_own_thing")
 
