@@ -1,9 +1,8 @@
-"""The replay server: the process tree around the untrusted runs (runner.py runs the
-cells). `python -I -m grader.untrusted.server` is started by the judge
-(grader/replay/client.py) inside the sandbox. It never runs a student's code itself: each
-run is a fork, isolated in namespaces of its own (isolation.py), whose result comes back on
-a pipe of its own, bounded, and is relayed to the judge with the request's nonce.
-"""
+"""The replay server: the process tree around the untrusted runs (runner.py runs the cells).
+`python -I -m grader.untrusted.server` is started by the judge (grader/replay/client.py) inside
+the sandbox. It never runs a student's code itself: each run is a fork, isolated in namespaces of
+its own (isolation.py), whose result comes back on a pipe of its own, bounded, and is relayed to
+the judge with the request's nonce."""
 
 from __future__ import annotations
 
@@ -81,13 +80,11 @@ def _write(channel: int, record: RunRecord, tensors: dict) -> None:
 
 
 def read_run_inputs(work: Path, run: str) -> tuple[ReplayPlan, RunInputs]:
-    """The plan and the inputs of one run. WORK/inject.pt holds exactly the correct values
-    this run is handed, nothing more; exercise 4's inputs and the training set (6 MB) only the
-    notebook's own run reads."""
-    plan = json.loads((work / PLAN_FILE).read_text())
-    inputs = (
-        torch.load(work / INPUTS_FILE, weights_only=True) if run == AS_SUBMITTED else {"ex4": {}, "train": {}}
-    )
+    """The plan and the inputs of one run. WORK/inject.pt holds exactly the correct values this run
+    is handed; exercise 4's inputs and the training set (6 MB), only the notebook's own run reads."""
+    plan, inputs = json.loads((work / PLAN_FILE).read_text()), {"ex4": {}, "train": {}}
+    if run == AS_SUBMITTED:
+        inputs = torch.load(work / INPUTS_FILE, weights_only=True)
     inputs["inject"] = torch.load(work / INJECT_FILE, weights_only=True)
     return plan, inputs
 
