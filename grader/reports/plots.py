@@ -54,11 +54,15 @@ def pass_rates(rates: list[tuple[str, float]]) -> Figure:
     return fig
 
 
+HEAT_MAP = "cividis"
+
+
 def heat_map(students: list[str], grade_ids: list[str], fractions: list[list[float]]) -> Figure:
     """Students (rows) x grade ids (columns), each cell the share of the points scored."""
     height = min(0.25 * len(students) + 2.0, 40.0)  # a big class stays a readable, finite image
     fig, ax = plt.subplots(figsize=(max(8.0, 0.25 * len(grade_ids) + 2.0), height))
-    image = ax.imshow(fractions, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+    # cividis: dark blue (nothing) to yellow (every point), readable without telling red from green
+    image = ax.imshow(fractions, cmap=HEAT_MAP, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(grade_ids)), grade_ids, rotation=90, fontsize=7)
     # a "$" in a student id would start matplotlib's math text: escaped; long ids are cut
     ticks = students if len(students) <= 80 else []

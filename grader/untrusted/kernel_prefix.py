@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
 import io
 import random
 import sys
@@ -25,6 +26,34 @@ import torch
 from ..exercise.cells import strip_magics
 
 MODULE = "_backprop_ninja_prefix"  # how the replaced cells reach this module in the kernel
+# What each kernel imported for itself after the fork: IPKernelApp.initialize (the debugger, pdb,
+# the history's sqlite3: 0.3 of its 0.4 CPU-s), then the notebook's first cells (`%matplotlib
+# inline`, the traceback of a cell that raises). Imported once in the server: 0.2 CPU-s a kernel.
+KERNEL_IMPORTS = (
+    "pdb",
+    "sqlite3",
+    "pydoc",
+    "faulthandler",
+    "code",
+    "ipykernel.debugger",
+    "IPython.extensions",
+    "IPython.core.magics.execution",
+    "IPython.core.magics.pylab",
+    "IPython.core.pylabtools",
+    "matplotlib_inline.backend_inline",
+    "matplotlib.backends.backend_agg",
+    "stack_data",
+    "pygments.formatters.terminal256",
+)
+
+
+def import_ahead() -> None:
+    """In the server, before any kernel forks."""
+    for name in KERNEL_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # another version without it: the kernel does without, or imports it
+            pass
 
 
 def _shows_a_value(source: str) -> bool:

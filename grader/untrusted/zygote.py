@@ -39,7 +39,7 @@ import torch  # noqa: F401
 
 from . import isolation
 from .isolation import real_exit
-from .kernel_prefix import Prefix
+from .kernel_prefix import Prefix, import_ahead
 from .protocol import IPC_INSIDE, KERNEL_CONNECTION_FILE, SUBMISSION_INSIDE, KernelStart
 
 
@@ -262,6 +262,7 @@ def serve() -> int:
     say = lambda **msg: proto.write(json.dumps(msg) + "\n")  # noqa: E731
     hello = json.loads(_first_line())
     os.chdir(hello["data_dir"])
+    import_ahead()
     prefix = Prefix(hello["prefix"])
     prefix.run()
     os.chdir("/")
