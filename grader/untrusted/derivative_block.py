@@ -151,17 +151,10 @@ def seal() -> None:
     linecache.clearcache()
 
 
-_FILES: tuple[str, ...] = ()  # derivative_files(), once every helper module is imported
-
-
 def derivative_files() -> list[str]:
     """The source files of torch's derivative helpers and their compiled copies: a blocked
     run may open none of them (autograd_guard's audit hook; nor any folder, so no path
-    relative to an open folder gets past it), so none can be loaded again. Found once in the
-    warm server (install imports every helper first), not again in each run: 7 ms a run."""
-    global _FILES
-    if _FILES:
-        return list(_FILES)
+    relative to an open folder gets past it), so none can be loaded again."""
     paths = []
     for name in DERIVATIVE_CODE:
         path = getattr(sys.modules.get(name), "__file__", None)
@@ -170,10 +163,7 @@ def derivative_files() -> list[str]:
             paths += [os.path.join(d, f) for d, _, files in os.walk(top) for f in files]
         elif path:
             paths += [path, importlib.util.cache_from_source(path)]
-    found = sorted({os.path.realpath(p) for p in paths if os.path.isfile(p)})
-    if all(name in sys.modules for name in DERIVATIVE_CODE):  # complete: it stays as it is
-        _FILES = tuple(found)
-    return found
+    return sorted({os.path.realpath(p) for p in paths if os.path.isfile(p)})
 
 
 def _code_files() -> frozenset[str]:
