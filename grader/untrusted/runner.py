@@ -185,11 +185,11 @@ class Runner:
                 self.run_cell(ns, cell, {"dhpreact": self.inputs["inject"]["dhpreact"]})
                 self._snapshot(ns, ["dhprebn"], meta, tensors)
                 return meta, tensors
-            before = set(ns)
+            before = set(ns) if kind == AS_SUBMITTED and gid == spec.ANSWER_CELLS[1] else None
             self.run_cell(ns, cell)
             if kind == AS_SUBMITTED and gid in SNAPSHOT:
                 self._snapshot(ns, SNAPSHOT[gid], meta, tensors, where=gid)
-                if gid == spec.ANSWER_CELLS[1]:
+                if before is not None:
                     self._own(ns, before, meta, tensors)
                 self.send_checkpoint(meta, tensors)
         if kind == AS_SUBMITTED:
