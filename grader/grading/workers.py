@@ -28,7 +28,7 @@ class Share:
     log: Path
     proc: subprocess.Popen | None = None
     pending: set[str] = field(default_factory=set)
-    seen: dict[str, int] = field(default_factory=dict)  # notebook mtimes already looked at
+    seen: dict[str, tuple] = field(default_factory=dict)  # (mtime, size) of notebooks read whole
 
 
 def default_workers() -> int:
@@ -45,13 +45,14 @@ def autograded_notebook(course: Path, student: str) -> Path:
     return course / "autograded" / student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
 
 
-def looks_graded(course: Path, student: str) -> bool:
+def looks_graded(course: Path, student: str) -> bool | None:
     """For the progress bar: nbgrader writes the autograded notebook twice, first sanitised
-    (no outputs), then graded (the test cells carry their verdicts)."""
+    (no outputs), then graded (the test cells carry their verdicts). None: not there, or not
+    whole (caught between nbconvert's truncating open and its write)."""
     try:
         cells = json.loads(autograded_notebook(course, student).read_text()).get("cells", [])
-    except (OSError, ValueError):
-        return False
+    except (OSError, ValueError, AttributeError):
+        return None
     tests = [
         c for c in cells if isinstance(c, dict) and c.get("metadata", {}).get("nbgrader", {}).get("grade")
     ]
@@ -149,11 +150,11 @@ def _start(course: Path, share: Share, everyone: list[str], *, force: bool, extr
 
 def _finished(course: Path, share: Share, progress: Progress, final: bool) -> set[str]:
     """The students of this share graded since the last look; when its process has ended,
-    the rest failed."""
+    one last look at each (uncached), and the rest failed."""
     if share.proc is None:
         return set()
     ended = share.proc.poll() is not None  # before looking: a notebook written last still counts
-    done = {s for s in share.pending if _changed(course, share, s) and looks_graded(course, s)}
+    done = {s for s in share.pending if _graded_since(course, share, s, cached=not ended)}
     for student in sorted(done):
         progress.done(student)
     share.pending -= done
@@ -165,16 +166,22 @@ def _finished(course: Path, share: Share, progress: Progress, final: bool) -> se
     return done
 
 
-def _changed(course: Path, share: Share, student: str) -> bool:
-    """The notebook was (re)written since the last look: only then is it worth reading."""
+def _graded_since(course: Path, share: Share, student: str, *, cached: bool) -> bool:
+    """Graded, read only when the notebook changed since the last whole read. A notebook read
+    half-written is not remembered: nbconvert's open truncates it and its write follows within
+    the same clock tick, so the finished file can carry the half-written one's mtime (a graded
+    submission was then taken for failed and graded again at the end)."""
     try:
-        mtime = autograded_notebook(course, student).stat().st_mtime_ns
+        stat = autograded_notebook(course, student).stat()
     except OSError:
         return False
-    if share.seen.get(student) == mtime:
+    key = (stat.st_mtime_ns, stat.st_size)
+    if cached and share.seen.get(student) == key:
         return False
-    share.seen[student] = mtime
-    return True
+    graded = looks_graded(course, student)
+    if graded is not None:
+        share.seen[student] = key
+    return bool(graded)
 
 
 def _stop(share: Share) -> None:

@@ -4,6 +4,8 @@ the nbgrader command each runs, the one retry, and what the TA sees."""
 from __future__ import annotations
 
 import io
+import json
+import os
 
 from grader.grading import workers
 from grader.grading.progress import Progress
@@ -85,3 +87,52 @@ def test_quiet_means_plain_lines_even_on_a_terminal(tmp_path):
     progress.done("alice")
     progress.close()
     assert out.getvalue().strip() == "graded alice (1/1)"
+
+
+class _Proc:
+    """A share's nbgrader process, as far as _finished looks at it."""
+
+    def __init__(self):
+        self.returncode = None
+
+    def poll(self):
+        return self.returncode
+
+
+def _graded_notebook() -> str:
+    test = {"cell_type": "code", "metadata": {"nbgrader": {"grade": True}}, "outputs": [{"text": "ok"}]}
+    return json.dumps({"cells": [test]})
+
+
+def _write(path, text: str, mtime_ns: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def test_a_notebook_caught_half_written_is_read_again(tmp_path):
+    """nbconvert truncates, then writes, within one clock tick: the whole file can carry the
+    mtime of the empty one the poller read. It is graded, not failed and graded again."""
+    share = workers.Share(["alice"], tmp_path / "w.log", proc=_Proc(), pending={"alice"})
+    progress = Progress(1, log=tmp_path / "autograde.log", stream=io.StringIO())
+    nb = workers.autograded_notebook(tmp_path, "alice")
+    _write(nb, "", 10**18)
+    assert workers._finished(tmp_path, share, progress, final=False) == set()
+    _write(nb, _graded_notebook(), 10**18)  # the same mtime
+    assert workers._finished(tmp_path, share, progress, final=False) == {"alice"}
+    assert progress.failures == 0
+
+
+def test_an_ended_process_gets_one_last_uncached_look(tmp_path):
+    share = workers.Share(["alice", "bob"], tmp_path / "w.log", proc=_Proc(), pending={"alice", "bob"})
+    progress = Progress(2, log=tmp_path / "autograde.log", stream=io.StringIO())
+    nb = workers.autograded_notebook(tmp_path, "alice")
+    graded = _graded_notebook()
+    sanitised = graded.replace('[{"text": "ok"}]', "[]").ljust(len(graded))  # the same size
+    _write(nb, sanitised, 10**18)
+    assert workers._finished(tmp_path, share, progress, final=True) == set()
+    _write(nb, graded, 10**18)  # the same mtime and size: not read again while nbgrader runs
+    assert workers._finished(tmp_path, share, progress, final=True) == set()
+    share.proc.returncode = 0
+    assert workers._finished(tmp_path, share, progress, final=True) == {"alice"}
+    assert share.proc is None and progress.failures == 1  # bob: no notebook at all
