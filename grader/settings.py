@@ -104,13 +104,13 @@ class JudgeSettings:
         'or "flag" (graded as if autograd were allowed, and listed for review).',
     )
     numeric_factor: float = _setting(
-        20.0,
-        "An exercise's cells may take this many times the CPU time of a forward pass (or of the "
-        "reference's derived backward, if more); above it they computed numerically (finite "
-        "differences): no credit.",
+        100.0,
+        "An exercise's cells may take this many times the CPU time of the reference's derived "
+        "backward, measured in the judge's process (honest answers: 47 at most; finite "
+        "differences: 166 and more); above it, twice, they computed numerically: no credit.",
     )
     numeric_floor_seconds: float = _setting(
-        0.05, "CPU seconds an exercise's cells may always take, however fast a forward pass is."
+        0.01, "CPU seconds an exercise's cells may always take, however fast the machine."
     )
     statement_seconds: float = field(default_factory=lambda: env("BACKPROP_NINJA_STATEMENT_SECONDS"))
     run_tmp_mb: int = field(default_factory=lambda: env("BACKPROP_NINJA_RUN_TMP_MB"))

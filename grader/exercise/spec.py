@@ -145,4 +145,3 @@ KERNEL_ONLY_CELLS = {
 }
 # The locked cell that sets the batch size; the replay may change it (same shapes by default).
 BATCH_CELL = "batch"
-FORWARD_CELL = "forward"  # the locked cell of the chunked forward pass: what a derived backward costs about

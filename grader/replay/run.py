@@ -80,13 +80,16 @@ def run_replay(
     *,
     names_txt: Path,
     then: Callable[[RunResult], list[str]],
+    again: Callable[[RunResult], bool] = lambda run: False,
     launcher: Launcher = launch_sandboxed,
 ) -> ReplayOutput:
     """In the sandbox unless `launcher` says otherwise (client.launch_plain: tests only). The
     notebook as submitted first; then, one at a time, each read before the next, the runs `then`
     names from its result (the judge's choice, verdicts/outcomes.py). All have autograd blocked
     ("zero", the default policy) or open ("flag"); the notebook as submitted runs once more the
-    other way (under "zero" only where it reached for autograd): which gradients autograd made."""
+    other way (under "zero" only where it reached for autograd): which gradients autograd made.
+    A graded run that `again` marks (over the numeric bound, verdicts/numeric.py) runs once more,
+    and its second result is the one kept."""
     mode = BLOCK if settings.autograd_policy == "zero" else OPEN
     work = Path(tempfile.mkdtemp(prefix="replay-", dir=exchange_root()))
     try:
@@ -114,9 +117,13 @@ def run_replay(
                 timeout = min(timeout, 5.0)  # a looping answer loops in every run: cap the rest
             return results.parse_frame(frame, status, expected, cpu)
 
-        runs = {AS_SUBMITTED: one(AS_SUBMITTED, mode)}
+        def graded(run: str) -> RunResult:
+            result = one(run, mode)
+            return one(run, mode) if result.status == STATUS_OK and again(result) else result
+
+        runs = {AS_SUBMITTED: graded(AS_SUBMITTED)}
         for run in then(runs[AS_SUBMITTED]):
-            runs[run] = one(run, mode)
+            runs[run] = graded(run)
         # "zero": a watched run where the notebook reached for autograd, only to explain (3x the
         # statement limit: torch.func's first use imports torch._dynamo, seconds);
         # "flag": graded as if autograd were allowed, and always a blocked run to compare with

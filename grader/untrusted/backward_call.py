@@ -1,9 +1,12 @@
 """Calling the student's `manual_backward` (exercise 4): with the keywords it takes, and one
-wording for what can go wrong, in the kernel's checks and in the replay alike."""
+wording for what can go wrong, in the kernel's checks and in the replay alike; applying what it
+returns as the notebook's training loop does."""
 
 from __future__ import annotations
 
 import inspect
+
+import torch
 
 from ..exercise import spec
 
@@ -40,6 +43,21 @@ def call_manual_backward(fn, inputs: dict) -> list:
             f"{len(spec.PARAMETERS)}: [d{', d'.join(spec.PARAMETERS)}]"
         )
     return out
+
+
+def as_update(name: str, grad, param: torch.Tensor) -> torch.Tensor:
+    """`grad` as the notebook's loop applies it (`p.data += -lr * grad`): it must broadcast to
+    the parameter's own shape, as an in-place add requires; nothing is reshaped for it."""
+    grad = torch.as_tensor(grad)
+    have, want = tuple(grad.shape), tuple(param.shape)
+    # broadcast by hand: torch's own helper is out of reach in a blocked run
+    fits = len(have) <= len(want) and all(h in (1, w) for h, w in zip(have[::-1], want[::-1]))
+    if not fits:
+        raise ValueError(
+            f"d{name} has shape {have}: the notebook's update `p.data += -lr * grad` "
+            f"cannot add it to {name}, of shape {want}"
+        )
+    return grad
 
 
 def raised(e: BaseException) -> str:

@@ -28,7 +28,7 @@ from . import hints, outcomes
 from .autograd import apply_policy
 from .flags import Flag, flags, scan_plan
 from .grading import NOTHING, decide, with_hint
-from .numeric import apply_numeric
+from .numeric import apply_numeric, over_budget
 from .scan import Finding
 from .time_limit import JudgeTimeout, time_limit
 
@@ -95,7 +95,8 @@ def judge_submission(
         first.update(outcomes.exercise1_as_submitted(main, fresh))
         return outcomes.runs_that_matter(first)
 
-    out = run_replay(plan, fresh, settings, names_txt=names_txt, then=then, launcher=launcher)
+    again = over_budget(plan, fresh, settings)
+    out = run_replay(plan, fresh, settings, names_txt=names_txt, then=then, again=again, launcher=launcher)
     try:
         with time_limit(settings.judge_seconds):
             found = outcomes.collect(out, fresh, first)

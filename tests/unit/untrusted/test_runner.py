@@ -153,3 +153,25 @@ def test_export_none_and_other():
     assert _export(None) == ({"kind": "none"}, None)
     assert _export([1, 2]) == ({"kind": "other", "type": "list"}, None)
     assert _export(3.5) == ({"kind": "other", "type": "float"}, None)
+
+
+# ---------------------------------------------------------------- a run's prints and its clock
+def test_a_runs_print_formats_nothing_and_is_no_name_of_the_students():
+    """Nobody reads a run's output, and formatting tensors costs more than a derived backward:
+    an answer cell's debugging prints are not charged to it (grader/verdicts/numeric.py)."""
+    formatted = []
+
+    class Loud:
+        def __str__(self):
+            formatted.append(1)
+            return "loud"
+
+    ex1 = {"label": "ex1_solution", "grade_id": "ex1_solution", "kind": "answer"}
+    ex1["source"] = "print(loud, dhpreact)\ndef shout():\n    print(loud)\nshout()\nx = 1"
+    ex3 = {"label": "ex3_solution", "grade_id": "ex3_solution", "kind": "answer", "source": "dhprebn = x"}
+    runner = Runner({"cells": [ex1, ex3], "first_answer": 0}, {"inject": {"dhpreact": torch.ones(2)}})
+    ns = {"loud": Loud(), "dhpreact": torch.ones(2)}
+    runner.run(ns, "ex3")
+    assert formatted == [] and runner.errors == [] and ns["x"] == 1
+    assert "print" not in ns and ns["__builtins__"]["len"] is len
+    assert set(runner.cpu) == {"ex1_solution", "ex3_solution"}

@@ -1,7 +1,8 @@
 """grader/verdicts/numeric.py on runs built here: an exercise whose cells cost far more than a
-forward pass computed numerically (no credit, or listed under "flag"); honest cells, the
+derived backward computed numerically (no credit, or listed under "flag"); honest cells, the
 lecture's loops' cost included, are well inside; a run whose own CPU count falls short of the
-kernel's by more than the allowance changed it."""
+kernel's by more than the allowance changed it. Costs are in UNIT, the reference backward's
+CPU seconds (measured in the judge's process; fixed here), as the corpora measured them."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from grader.replay.results import RunResult
 from grader.replay.run import ReplayOutput
 from grader.settings import NUMERIC_UNACCOUNTED_SECONDS, JudgeSettings
 from grader.verdicts import judge, outcomes
-from grader.verdicts.numeric import NUMERIC, apply_numeric, budget, costly, sections
+from grader.verdicts.numeric import NUMERIC, apply_numeric, budget, costly, reference_seconds, sections
 
 from conftest import JUDGE_SEED
 from replay_runs import honest_runs
@@ -35,7 +36,14 @@ PLAN = [
     _answer(3, "dhprebn = 0"),
     _answer(4, "def manual_backward(): 0"),
 ]
-HONEST = {"forward": 0.003, "ex1_solution": 0.005, "ex2_solution": 0.001, "manual_backward": 0.003}
+UNIT = 0.00017  # the reference backward here: the fastest of its timings
+# the costliest honest answer of both corpora, in UNIT (hint_onehot_no_n, with a pause: 47)
+HONEST = {
+    "forward": 6 * UNIT,
+    "ex1_solution": 47 * UNIT,
+    "ex2_solution": 7 * UNIT,
+    "manual_backward": 4 * UNIT,
+}
 
 
 def _with_cpu(run: RunResult, cpu: dict, kernel: float | None = None) -> RunResult:
@@ -49,7 +57,7 @@ def _graded(fresh, main_cpu: dict, policy="zero", kernel=None):
     out = ReplayOutput(runs, 1.0)
     settings = JudgeSettings(seed=JUDGE_SEED, autograd_policy=policy)
     verdicts = judge.all_verdicts(outcomes.collect(out, fresh), fresh, settings)
-    return verdicts, apply_numeric(verdicts, out, PLAN, fresh, settings)
+    return verdicts, apply_numeric(verdicts, out, PLAN, fresh, settings, unit=UNIT)
 
 
 def test_an_added_cell_counts_with_the_answers_that_read_what_it_binds():
@@ -58,12 +66,16 @@ def test_an_added_cell_counts_with_the_answers_that_read_what_it_binds():
     assert sections(PLAN)[spec.EX4_FUNCTION] == {4} and "forward" not in sections(PLAN)
 
 
-def test_the_budget_is_a_multiple_of_a_forward_pass_and_never_under_the_floor(fresh):
+def test_the_budget_is_a_multiple_of_the_reference_backward_and_never_under_the_floor():
     settings = JudgeSettings(seed=JUDGE_SEED)
-    runs = {"main": _with_cpu(honest_runs(fresh)["main"], {"forward": 0.01})}
-    assert budget(settings, fresh, ReplayOutput(runs, 1.0)) == settings.numeric_factor * 0.01
-    runs = {"main": _with_cpu(honest_runs(fresh)["main"], {"forward": 0.0001})}
-    assert budget(settings, fresh, ReplayOutput(runs, 1.0)) == settings.numeric_floor_seconds
+    assert budget(settings, UNIT) == settings.numeric_factor * UNIT
+    assert budget(settings, 1e-6) == settings.numeric_floor_seconds
+
+
+def test_the_unit_is_measured_once_a_process_and_to_the_nanosecond(fresh):
+    unit = reference_seconds(fresh)
+    assert 0 < unit < 0.05 and unit != round(unit, 3)  # not a clock tick's multiple
+    assert reference_seconds(fresh) == unit
 
 
 def test_honest_cells_cost_nothing(fresh):
@@ -72,17 +84,24 @@ def test_honest_cells_cost_nothing(fresh):
 
 
 def test_finite_differences_in_exercise_1_earn_nothing_there_only(fresh):
-    """d05's cost: 0.11 CPU s for central differences over 155 elements, 36 forward passes."""
-    verdicts, flags = _graded(fresh, dict(HONEST, ex1_solution=0.107))
+    """d05's cost: central differences over 155 elements, 310 forward passes, 166 UNIT or more."""
+    verdicts, flags = _graded(fresh, dict(HONEST, ex1_solution=166 * UNIT))
     ex1 = [g.grade_id for g in spec.GRADED if g.exercise == 1]
     assert all(verdicts[g].score == 0 and verdicts[g].hint == NUMERIC for g in ex1)
     assert sum(v.score for v in verdicts.values()) == spec.total_points() - len(ex1)
     assert [f.kind for f in flags] == ["numeric"] and set(flags[0].grade_ids) == set(ex1)
-    assert "exercise 1's cells took 0.11 CPU s" in flags[0].evidence
+    assert "exercise 1's cells took 0.03 CPU s (a derived backward: 0.017 s at most)" in flags[0].evidence
+
+
+def test_the_bound_keeps_its_margins():
+    """Honest answers at 47 UNIT at most (d07's own burn: 64), d05 at 166 or more: over twice
+    the one, and under the other by more than the unit's 6% and the cells' 3% of noise."""
+    factor = JudgeSettings(seed=JUDGE_SEED).numeric_factor
+    assert factor > 2 * 47 and factor > 1.5 * 64 and 1.5 * factor < 166
 
 
 def test_an_added_cell_doing_the_work_counts_too(fresh):
-    _, flags = _graded(fresh, dict(HONEST, **{"your cell after forward": 0.5}))
+    _, flags = _graded(fresh, dict(HONEST, **{"your cell after forward": 200 * UNIT}))
     assert [f.kind for f in flags] == ["numeric"]
 
 
@@ -94,7 +113,7 @@ def test_an_added_cell_that_feeds_no_answer_costs_nothing(fresh):
 
 
 def test_under_flag_the_gradients_keep_their_points_and_are_listed(fresh):
-    verdicts, flags = _graded(fresh, dict(HONEST, ex2_solution=2.0), policy="flag")
+    verdicts, flags = _graded(fresh, dict(HONEST, ex2_solution=200 * UNIT), policy="flag")
     assert verdicts["ex2_dlogits"].score == verdicts["ex2_dlogits"].max_score
     assert flags[0].grade_ids == ["ex2_dlogits"] and flags[0].evidence.endswith("graded as allowed")
 
