@@ -120,3 +120,7 @@ from nbgrader.preprocessors import GetGrades  # noqa: E402
 
 c.GenerateFeedback.preprocessors = [GetGrades, KIT + "FeedbackSummary", CSSHTMLHeaderPreprocessor]
 c.GenerateFeedback.exporter_class = KIT + "FeedbackExporter"
+# ... and no copy of names.txt in every student's feedback folder
+from grader.preprocessors.feedback_files import feedback_hook  # noqa: E402
+
+c.GenerateFeedback.post_convert_hook = feedback_hook(HERE)

@@ -21,6 +21,7 @@ VERBS = {
     "gradescope": ("grader.gradescope.__main__", "build the Gradescope autograder zip (and run it there)"),
     "data": ("grader.exercise.data", "obtain makemore's names.txt"),
     "samples": ("grader.incoming.samples", "write the demo's sample class into submitted/"),
+    "init": ("grader.new_course.init", "a new course folder with the kit's assignment, anywhere"),
     "check": ("grader.confine.check", "whether the bubblewrap sandbox can start here, and if not why"),
 }
 

@@ -76,6 +76,7 @@ LONGEST = [
     "tests/e2e/test_install_modes.py",
     "tests/e2e/test_tmp_footholds.py",
     "tests/e2e/test_cluster.py",
+    "tests/e2e/test_own_course.py",
     "tests/e2e/test_gradescope.py",
     "tests/e2e/test_batch_interrupt.py",
     "tests/e2e/test_postgres.py",

@@ -25,6 +25,7 @@ from traitlets import List
 from ..exercise import spec
 from ..exercise.cells import nbgrader_meta
 from ..settings import MAX_HINT, report_dir
+from .scope import kit_assignment
 
 __all__ = ["FeedbackSummary", "Row", "strip_hidden_tests", "summary_html"]
 
@@ -58,6 +59,8 @@ class FeedbackSummary(NbGraderPreprocessor):
     display_data_priority = List(NbGraderPreprocessor.display_data_priority.default_value).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
+        if not kit_assignment(resources):
+            return nb, resources
         info = resources.get("nbgrader") or {}
         record = self._record(info.get("student", ""))
         cells = {}

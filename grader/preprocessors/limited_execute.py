@@ -37,6 +37,7 @@ from ..settings import (
     SUBMISSION_SECONDS,
 )
 from . import unsandboxed
+from .scope import kit_assignment
 
 
 def _error(ename: str, text: str):
@@ -138,7 +139,7 @@ class LimitedExecute(Execute):
         runtime = os.environ.get("JUPYTER_RUNTIME_DIR") or None
         path = (self.resources or {}).get("metadata", {}).get("path")
         server = None
-        if self.warm_kernels and path:
+        if self.warm_kernels and path and kit_assignment(self.resources):  # its first cells, run once
             prefix, names_txt = self._source_prefix()
             server = warm_server(cwd=path, runtime_root=runtime, prefix=prefix, names_txt=names_txt)
         if server:

@@ -22,6 +22,7 @@ from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
 from ..exercise.cells import nbgrader_meta
 from ..incoming.intake import notes_for
 from ..quote import for_log, for_markdown
+from .scope import kit_assignment
 
 __all__ = ["NOTE_MARK", "RebuildFromSource", "rebuild"]
 NOTE_MARK = "backprop_ninja_rebuild_note"
@@ -131,6 +132,8 @@ class RebuildFromSource(NbGraderPreprocessor):
     """Sanitize step: run before nbgrader's OverwriteCells."""
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
+        if not kit_assignment(resources):
+            return nb, resources
         info = resources["nbgrader"]
         coursedir = CourseDirectory(config=self.config)
         path = (

@@ -29,6 +29,7 @@ from ..settings import AUTOGRAD_POLICIES, REPORT_DIR, JudgeSettings, seed_for, t
 from ..verdicts.judge import JudgeRecord, judge_submission
 from . import unsandboxed
 from .limited_execute import LimitedExecute
+from .scope import kit_assignment
 
 __all__ = ["ReplayGrades", "verdict_outputs"]
 _JUDGE = {f.name: f for f in trait_settings()}
@@ -82,6 +83,8 @@ class ReplayGrades(NbGraderPreprocessor):
         )
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
+        if not kit_assignment(resources):
+            return nb, resources
         if not self.enabled:
             self.log.warning("ReplayGrades is disabled: grades come from the student's own kernel")
             return nb, resources

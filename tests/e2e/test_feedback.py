@@ -110,3 +110,12 @@ def test_existing_verdict_text_is_still_there(course):
     assert "PASS ex1_dlogprobs: 1/1 points" in page(course, "alice")
     assert "FAIL ex1_dcounts: 0/1 points" in page(course, "carol")
     assert "NotImplementedError" in page(course, "erin")
+
+
+def test_feedback_folders_hold_no_copy_of_the_data(course):
+    """nbgrader copies every file of the autograded folder; the kit's hook takes names.txt out."""
+    for student in EXPECTED_ZEROS:
+        folder = course / "feedback" / student / spec.ASSIGNMENT
+        assert (folder / f"{spec.NOTEBOOK}.html").is_file()
+        assert not (folder / "names.txt").exists(), sorted(p.name for p in folder.iterdir())
+        assert (course / "autograded" / student / spec.ASSIGNMENT / "names.txt").is_file()

@@ -32,6 +32,7 @@ OWN_OPTION = {
     "gradescope": "{build,prepare,run}",
     "data": "--source",
     "samples": "course",
+    "init": "--course-id",
     "check": "usage: backprop-ninja check [-h]",
 }
 

@@ -11,6 +11,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from nbgrader.preprocessors import DeduplicateIds
 from traitlets.config import Config
 
+from grader.exercise import spec
 from grader.incoming import intake
 from grader.preprocessors.rebuild_from_source import NOTE_MARK, RebuildFromSource, rebuild
 
@@ -218,7 +219,7 @@ def test_unhashable_grade_id_is_kept_as_a_students_cell():
 # ------------------------------------------------------------ the preprocessor
 @pytest.fixture
 def course(tmp_path):
-    folder = tmp_path / "source" / "a1"
+    folder = tmp_path / "source" / spec.ASSIGNMENT
     folder.mkdir(parents=True)
     nbformat.write(source_nb(), folder / "nb1.ipynb")
     return tmp_path
@@ -227,7 +228,7 @@ def course(tmp_path):
 def _preprocess(course, student_nb, student="s_rebuild"):
     c = Config()
     c.CourseDirectory.root = str(course)
-    resources = {"nbgrader": {"assignment": "a1", "notebook": "nb1", "student": student}}
+    resources = {"nbgrader": {"assignment": spec.ASSIGNMENT, "notebook": "nb1", "student": student}}
     return RebuildFromSource(config=c).preprocess(student_nb, resources)
 
 

@@ -115,7 +115,9 @@ def test_disabled_returns_the_notebook_unchanged():
     before = copy.deepcopy(nb)
     c = Config()
     c.ReplayGrades.enabled = False
-    out, _ = ReplayGrades(config=c).preprocess(nb, {"nbgrader": {"student": "u1", "assignment": "a"}})
+    out, _ = ReplayGrades(config=c).preprocess(
+        nb, {"nbgrader": {"student": "u1", "assignment": spec.ASSIGNMENT}}
+    )
     assert out == before
 
 
