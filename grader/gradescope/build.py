@@ -2,9 +2,13 @@
 autograder. Gradescope extracts it into /autograder/source:
 
     setup.sh, run_autograder    at the top, as Gradescope requires (scripts.py)
-    requirements.txt            the versions of this virtualenv, pinned (the same judge, the same scores)
-    gradescope.json             the run's settings (visibility of the tests, the build's Python,
-                                whether to grade when the sandbox cannot start: no, by default)
+    requirements.txt            the versions of this virtualenv, pinned (the same judge, the same scores),
+                                bounded where an image's Python cannot take them (requirements.py)
+    requirements-torch.txt      torch's CPU build, from PyTorch's index, installed first
+    gradescope.json             the run's settings (visibility of the tests, the build's Python and
+                                the Pythons the requirements are written for, which packages each
+                                cannot take at the build's version, whether to grade when the
+                                sandbox cannot start: no, by default)
     kit/                        pyproject.toml and the grader package
     course/                     nbgrader_config.py and source/ (the instructor notebook, names.txt)
 
@@ -20,15 +24,13 @@ import platform
 import stat
 import zipfile
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 from ..exercise import spec
-from . import scripts
+from . import requirements, scripts
+from .requirements import Pin
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the grader package this process runs
-KIT_DIST = "backprop-ninja-grader"
-CPU_TORCH = "--extra-index-url https://download.pytorch.org/whl/cpu"  # Gradescope has no GPU
 SKIPPED_PARTS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
 SKIPPED_SUFFIXES = {".pyc", ".pyo"}
 EXECUTABLE = 0o755
@@ -78,61 +80,31 @@ def _tree(folder: Path, prefix: str, *, skip_names: tuple[str, ...] = ()) -> lis
     return out
 
 
-def _pin(name: str) -> str:
-    version = metadata.version(name).split("+")[0]  # "2.13.0+cpu": the index decides the build
-    return f"{name}=={version}"
-
-
-def pinned_requirements(dist: str = KIT_DIST) -> list[str]:
-    """The kit's dependencies and theirs, each at the version installed here."""
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
-
-    seen: dict[str, str] = {}
-    todo = list(metadata.requires(dist) or [])
-    while todo:
-        req = Requirement(todo.pop())
-        key = canonicalize_name(req.name)
-        if key in seen or (req.marker and not req.marker.evaluate({"extra": ""})):
-            continue
-        try:
-            seen[key] = _pin(key)
-        except metadata.PackageNotFoundError:
-            continue  # a dependency pip would leave out here too (another platform's)
-        todo += metadata.requires(key) or []
-    return sorted(seen.values())
-
-
-def requirements_txt(pins: list[str]) -> str:
-    head = [
-        f"# Pinned by `backprop-ninja gradescope build` from Python {platform.python_version()}:",
-        "# the virtualenv the course grades with locally, so Gradescope's scores are the same.",
-        CPU_TORCH,
-    ]
-    return "\n".join(head + pins) + "\n"
-
-
 def plan(
     *,
     course: Path,
     visibility: str = "visible",
-    pins: list[str] | None = None,
+    pins: list[Pin] | None = None,
     allow_unsandboxed: bool = False,
 ) -> Plan:
     """Every file of the zip, in order; nothing is read yet but names.txt's location.
     `allow_unsandboxed`: grade where bubblewrap cannot start (run.py), else refuse."""
     kit_root = PACKAGE.parent
     course_source = course / "source"
+    pins = pins or requirements.installed_pins()
     settings = {
         "visibility": visibility,
         "python": platform.python_version(),
+        "pythons": list(requirements.PYTHONS),
+        "not_exact": requirements.not_exact(pins),  # for setup.sh's same_python.py
         "assignment": spec.ASSIGNMENT,
         "allow_unsandboxed": allow_unsandboxed,
     }
     entries = [
         Entry("setup.sh", data=scripts.SETUP_SH.encode(), executable=True),
         Entry("run_autograder", data=scripts.RUN_AUTOGRADER.encode(), executable=True),
-        Entry("requirements.txt", data=requirements_txt(pins or pinned_requirements()).encode()),
+        Entry("requirements.txt", data=requirements.requirements_txt(pins).encode()),
+        Entry("requirements-torch.txt", data=requirements.torch_txt(pins).encode()),
         Entry("gradescope.json", data=json.dumps(settings, indent=1).encode()),
         Entry("kit/pyproject.toml", source=kit_root / "pyproject.toml"),
         *_tree(PACKAGE, "kit/grader"),

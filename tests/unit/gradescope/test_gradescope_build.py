@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from grader.exercise import spec
-from grader.gradescope import build, scripts
+from grader.gradescope import build, requirements, scripts
 
 from conftest import ROOT
 
@@ -81,12 +81,17 @@ def test_no_run_time_state_leaks(built):
 def test_requirements_pin_this_virtualenv(built):
     with zipfile.ZipFile(built) as zf:
         lines = zf.read("requirements.txt").decode().splitlines()
+        torch_lines = zf.read("requirements-torch.txt").decode().splitlines()
     pins = [l for l in lines if l and not l.startswith(("#", "--"))]
     assert "torch==2.13.0" in pins
-    assert "nbgrader==0.9.6" in pins and "names==0.3.0" in pins
-    assert all("==" in p and "+" not in p for p in pins), pins
-    assert build.CPU_TORCH in lines
+    assert "names==0.3.0" in pins
+    assert 'nbgrader==0.9.6; python_version >= "3.11"' in pins  # 0.9.6 needs 3.11: bounded below it
+    assert 'nbgrader<=0.9.6; python_version < "3.11"' in pins
+    assert all(("==" in p or "<=" in p) and "+" not in p for p in pins), pins
+    assert any(p.startswith("fqdn==") for p in pins)  # an extra a dependency asks for is pinned too
     assert not any(p.startswith(("pytest==", "ruff==", "playwright==")) for p in pins)  # test extras stay out
+    assert not any(l.startswith("--") for l in lines)  # PyPI's alone: the CPU index serves torch only
+    assert torch_lines[-2:] == [f"--index-url {requirements.CPU_INDEX}", "torch==2.13.0"]
 
 
 def test_names_txt_falls_back_to_NAMES_TXT(course, tmp_path, monkeypatch):
@@ -101,15 +106,15 @@ def test_names_txt_falls_back_to_NAMES_TXT(course, tmp_path, monkeypatch):
 
 
 def test_the_same_inputs_build_the_same_bytes(course, tmp_path):
-    pins = ["torch==2.13.0"]
+    pins = [requirements.Pin("torch", "2.13.0", ">=3.10")]
     a = build.write_zip(build.plan(course=course, pins=pins), tmp_path / "a.zip")
     b = build.write_zip(build.plan(course=course, pins=pins), tmp_path / "b.zip")
     assert a.read_bytes() == b.read_bytes()
 
 
-def test_setup_warns_of_another_python():
-    from grader.gradescope.same_python import mismatch
-
-    assert mismatch("3.11.7", "3.11.2") is None
-    assert "pinned on Python 3.11.7" in mismatch("3.11.7", "3.10.12")
-    assert "same_python.py" in scripts.SETUP_SH
+def test_gradescope_json_says_what_each_python_takes(built):
+    with zipfile.ZipFile(built) as zf:
+        settings = json.loads(zf.read("gradescope.json"))
+    assert settings["pythons"] == ["3.10", "3.11", "3.12", "3.13"]
+    assert {"nbgrader", "numpy", "contourpy"} <= set(settings["not_exact"]["3.10"])
+    assert "torch" not in settings["not_exact"]["3.10"] and settings["not_exact"]["3.12"] == []
