@@ -6,10 +6,12 @@ Which student a file is: lms_names.py. In short, Canvas's flat `<name>_<userid>_
 (or flat `..._assignsubmission_file_<file>`); which LMS made the zip is decided once, from all its
 entries, and the id is read only from the part of the name the LMS wrote. A file name in which
 the student wrote an LMS marker (another student's id, a second marker) is refused out loud, and
-the rest of the zip collected. The student id is the LMS user id (digits). Canvas adds `-1`, `-2`,
-... before the extension of a file uploaded again under the same name (`backprop_ninja-1.ipynb`:
-the course's own observation, no public source found for it). Files of Moodle's other submission
-plugins (onlinetext, ...) are not notebooks and are skipped.
+the rest of the zip collected. The student id is the id the LMS wrote (digits: Canvas's user id,
+Moodle's participant id). Canvas adds `-1`, `-2`, ... before the extension of a file uploaded
+again under the same name (`backprop_ninja-1.ipynb`: the course's own observation, no public
+source found for it). Files of Moodle's other submission plugins (onlinetext, ...) are not
+notebooks and are skipped. Whose LMS ids the student ids are, and the names the LMS wrote, go to
+submitted/lms_students.csv, for the LMS exports (lms_names.py).
 
 Two notebooks for one student: the latest is kept, by the highest submission id (Canvas), then
 the highest upload suffix (-2 after -1 after none), then the latest zip entry time, then the
@@ -39,7 +41,17 @@ from pathlib import Path
 
 from ..exercise import spec
 from ..settings import MAX_ENTRIES, MAX_NOTEBOOK_BYTES, MAX_TOTAL_BYTES
-from .lms_names import Layout, Refused, decide, parse, parse_undecided, shown
+from .lms_names import (
+    LEARNED,
+    Layout,
+    Learned,
+    Refused,
+    decide,
+    parse,
+    parse_undecided,
+    record_learned,
+    shown,
+)
 
 _CHUNK = 2**16
 _UPLOAD = re.compile(r".*?(?:-(?P<n>[0-9]{1,6}))?\.ipynb", re.I | re.S)
@@ -66,6 +78,7 @@ class Result:
     placed: list[Placed] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     layout: str = ""  # which LMS made the zip, and how that was decided
+    learned: str = ""  # what was recorded in submitted/lms_students.csv for the LMS exports
 
     def summary(self) -> str:
         lines = [self.layout] if self.layout else []
@@ -73,6 +86,7 @@ class Result:
             notes = [p.lms] + (["late"] if p.late else []) + p.notes
             lines.append(f"placed   {p.student} <- {shown(p.entry)} ({'; '.join(notes)})")
         lines += [f"skipped  {shown(s.entry)}: {s.reason}" for s in self.skipped]
+        lines += [self.learned] if self.learned else []
         lines.append(f"{len(self.placed)} notebooks placed in submitted/, {len(self.skipped)} skipped")
         return "\n".join(lines)
 
@@ -86,6 +100,7 @@ class _Candidate:
     late: bool
     submission: int
     upload: int
+    name: str  # as the LMS wrote it
 
     def rank(self) -> tuple:
         return (self.submission, self.upload, self.info.date_time, self.index)
@@ -127,7 +142,7 @@ def _candidate(info: zipfile.ZipInfo, index: int, limit: int, layout: Layout) ->
     if info.file_size > limit:
         raise Refused(f"declared {_size(info.file_size)}, over the {_size(limit)} a notebook may have")
     n = named
-    return _Candidate(info, index, n.student, n.lms, n.late, n.submission, int(upload["n"] or 0))
+    return _Candidate(info, index, n.student, n.lms, n.late, n.submission, int(upload["n"] or 0), n.name)
 
 
 def _choose(candidates: list[_Candidate]) -> tuple[_Candidate, str]:
@@ -237,7 +252,20 @@ def collect_zip(
             if isinstance(done, Placed) and rule:
                 done.notes.insert(0, rule)
             (result.placed if isinstance(done, Placed) else result.skipped).append(done)
+    if by_student:
+        result.learned = _record(course, [c[0] for c in by_student.values()])
     return result
+
+
+def _record(course: Path, candidates: list[_Candidate]) -> str:
+    """Whose LMS ids the student ids are, and their names, for backprop-ninja report."""
+    learned = [Learned(c.student, c.lms, c.name) for c in candidates]
+    lms = learned[0].lms  # one LMS a zip
+    try:
+        record_learned(course, learned)
+    except OSError as e:
+        return f"{LEARNED} not written ({e}): the LMS exports cannot tell these ids are {lms}'s"
+    return f"{len(learned)} students' {lms} ids and names recorded in {LEARNED} (for the LMS exports)"
 
 
 def main(argv: list[str]) -> int:

@@ -20,26 +20,42 @@ Canvas one. Now:
 - The student's part of a name may hold no marker of either LMS (`assignsubmission`, or
   `<digits>_<digits>_` as Canvas's ids), and Moodle's own part none beyond its one marker: such an
   entry is refused, out loud, and the rest of the zip is collected as usual.
+
+What a zip says of each student is kept in submitted/lms_students.csv (`Learned`; one row per
+student, updated by each collect) for `backprop-ninja report`'s LMS exports: which LMS's id the
+student id is (a Canvas user id, or Moodle's participant id, which is per assignment and which
+Moodle's grade import cannot match) and the name the LMS wrote (Canvas squashes it, `smithbob`;
+Moodle's blind marking writes "Participant" instead: then no name is kept).
 """
 
 from __future__ import annotations
 
+import csv
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 CANVAS, MOODLE = "Canvas", "Moodle"
 _STUDENT_ID = re.compile(r"[0-9]{1,20}")
 # the ids are the leading fields (<name> has no underscore)
-_CANVAS = re.compile(r"[^_/]+?(?P<late>_LATE)?_(?P<id>[^_/]+)_(?P<sub>[^_/]+)_(?P<file>[^/]+)", re.S)
+_CANVAS = re.compile(
+    r"(?P<name>[^_/]+?)(?P<late>_LATE)?_(?P<id>[^_/]+)_(?P<sub>[^_/]+)_(?P<file>[^/]+)", re.S
+)
 # the first `_assignsubmission_` of the first component (the lazy name stops there)
 _MOODLE = re.compile(
-    r"[^/]*?_(?P<id>[^_/]*)_assignsubmission_(?P<plugin>[a-z]+)(?:_(?P<tail>[^/]*))?(?P<rest>/.*)?", re.S
+    r"(?P<name>[^/]*?)_(?P<id>[^_/]*)_assignsubmission_(?P<plugin>[a-z]+)(?:_(?P<tail>[^/]*))?(?P<rest>/.*)?",
+    re.S,
 )
 _MOODLE_FOLDER = re.compile(r"\A[^/]*_assignsubmission_[a-z]+_?/", re.S)  # a folder per participant
 _CANVAS_MARK = re.compile(r"(?:^|[_/])(?:LATE_)?[0-9]+_[0-9]+_", re.S)
 _CANVAS_PREFIX = re.compile(r"[^_/]+(?:_LATE)?_[0-9]+_[0-9]+_", re.S)
 _MOODLE_MARK = "assignsubmission"
+_NAME_CHARS = 200  # a name longer than this is cut: it only labels a row of an export
+_BLIND = "participant"  # Moodle's name for every student under blind marking (in English)
+LEARNED = Path("submitted") / "lms_students.csv"  # in the course
+_LEARNED_COLUMNS = ["student_id", "lms", "name"]
 
 
 class Refused(Exception):
@@ -53,6 +69,7 @@ class Named:
     late: bool
     submission: int  # Canvas's submission id; -1 for Moodle
     file: str  # the student's part of the name: the file as uploaded
+    name: str = ""  # the student's name as the LMS wrote it (Canvas: squashed, `smithbob`)
 
 
 @dataclass(frozen=True)
@@ -84,13 +101,19 @@ def _fields(name: str, lms: str) -> Named | None:
         return None
     if m["plugin"] != "file":
         raise Refused(f"a Moodle {m['plugin']} submission, not a file")
-    return Named(MOODLE, m["id"], False, -1, ((m["tail"] or "") + (m["rest"] or "")).lstrip("/"))
+    file = ((m["tail"] or "") + (m["rest"] or "")).lstrip("/")
+    return Named(MOODLE, m["id"], False, -1, file, _moodle_name(m["name"]))
+
+
+def _moodle_name(prefix: str) -> str:
+    """The full name of a Moodle prefix (Moodle wrote its underscores as spaces)."""
+    return "" if prefix.strip().lower() == _BLIND else prefix[:_NAME_CHARS]
 
 
 def _canvas(m: re.Match) -> Named:
     if not m["sub"].isdigit():
         raise Refused(f"Canvas submission id {shown(m['sub'])} is not a number")
-    return Named(CANVAS, m["id"], bool(m["late"]), int(m["sub"]), m["file"])
+    return Named(CANVAS, m["id"], bool(m["late"]), int(m["sub"]), m["file"], m["name"][:_NAME_CHARS])
 
 
 def parse(name: str, lms: str) -> Named:
@@ -148,3 +171,48 @@ def parse_undecided(name: str, layout: Layout) -> Named:
             parse(name, lms)  # its own reason first (an id that is not digits, ...)
             raise Refused(f"this zip {layout.why}")
     raise Refused("neither a Canvas nor a Moodle submission name")
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What an LMS zip said of one student."""
+
+    student: str
+    lms: str  # CANVAS: the id is a Canvas user id; MOODLE: a Moodle participant id
+    name: str = ""  # as the LMS wrote it in the zip; "" when it wrote none
+
+
+def read_learned(course: Path) -> dict[str, Learned]:
+    """submitted/lms_students.csv, by student id ({} before any collect)."""
+    path = Path(course) / LEARNED
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    out = {}
+    for row in rows:
+        if row.get("student_id") and row.get("lms") in (CANVAS, MOODLE):
+            out[row["student_id"]] = Learned(row["student_id"], row["lms"], row.get("name") or "")
+    return out
+
+
+def record_learned(course: Path, learned: list[Learned]) -> Path:
+    """Add LEARNED to submitted/lms_students.csv (a student's row from an earlier zip is replaced);
+    written to a new file renamed into place, so a link there is replaced, never followed."""
+    path = Path(course) / LEARNED
+    path.parent.mkdir(exist_ok=True)
+    known = read_learned(course) if not path.is_symlink() else {}
+    known.update({x.student: x for x in learned})
+    tmp = path.with_name(f".{path.name}.writing")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(_LEARNED_COLUMNS)
+        out.writerows([x.student, x.lms, x.name] for x in sorted(known.values(), key=_by_id))
+    os.replace(tmp, path)
+    return path
+
+
+def _by_id(x: Learned) -> tuple[int, str]:
+    return (len(x.student), x.student)

@@ -1,20 +1,24 @@
 """The TA's table: per student, points per exercise and in total, from the gradebook (scores.py).
 
-`backprop-ninja report [COURSE] [--canvas-assignment-id ID] [--canvas-id-column COLUMN]`
-prints it, then writes the class report (reports/class.html and its PNGs, class_report.py)
-and the CSV exports (exports/gradients.csv, canvas.csv, moodle.csv; exports.py).
+`backprop-ninja report [COURSE] [--roster FILE] [--canvas-assignment-id ID] [--canvas-id-column COLUMN]
+[--moodle-id-column FIELD]` prints it, then writes the class report (reports/class.html and its
+PNGs, class_report.py) and the CSV exports (exports/gradients.csv, canvas.csv, moodle.csv;
+exports.py), and says what an LMS import of them needs; who each student is in the LMS: roster.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from nbgrader.api import Gradebook
 
 from ..exercise import spec
+from ..incoming.lms_names import read_learned
 from ..settings import db_url
 from . import class_report, exports
+from .roster import CANVAS_IDS, MOODLE_IDS, Directory, RosterError, read_roster
 from .scores import StudentScores, read_scores
 
 
@@ -33,21 +37,48 @@ def table(rows: list[StudentScores]) -> str:
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(b) for b in body])
 
 
-def main(argv: list[str]) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="backprop-ninja report", description=__doc__.splitlines()[0])
     ap.add_argument("course", nargs="?", default=".")
+    ap.add_argument(
+        "--roster",
+        type=Path,
+        help="a CSV the LMS exported, for the students' names and LMS ids: Moodle's grading worksheet "
+        "or grade export, Canvas's gradebook export (grader/reports/roster.py)",
+    )
     ap.add_argument("--canvas-assignment-id", help="Canvas's id of the assignment (else a new one)")
-    ap.add_argument("--canvas-id-column", default="ID", choices=exports.CANVAS_IDS)
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "--canvas-id-column",
+        default="ID",
+        choices=CANVAS_IDS,
+        help="the Canvas column your ids are, when not from a zip nor in the roster (default: %(default)s)",
+    )
+    ap.add_argument(
+        "--moodle-id-column",
+        default="ID number",
+        choices=list(MOODLE_IDS),
+        help="the Moodle field your ids are, when not from a zip nor in the roster (default: %(default)s)",
+    )
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
     course = Path(args.course).resolve()
+    try:
+        roster = read_roster(args.roster) if args.roster else None
+    except RosterError as e:
+        print(e, file=sys.stderr)
+        return 2
+    people = Directory(roster, read_learned(course), args.canvas_id_column, args.moodle_id_column)
     print(table(read_scores(db_url(course))))
     with Gradebook(db_url(course)) as gb:
+        students = sorted(s.id for s in gb.students)
         written = exports.write_all(
-            gb,
-            course / "exports",
-            canvas_assignment_id=args.canvas_assignment_id,
-            canvas_id_column=args.canvas_id_column,
+            gb, course / "exports", assignment_id=args.canvas_assignment_id, people=people
         )
-    written.append(class_report.write(course))
-    print("\nwrote " + ", ".join(str(p.relative_to(course)) for p in written))
+    paths = written.paths + [class_report.write(course)]
+    print("\nwrote " + ", ".join(str(p.relative_to(course)) for p in paths))
+    for line in people.summary(students) + written.notes:
+        print(line)
     return 0

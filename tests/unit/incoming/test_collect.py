@@ -12,6 +12,7 @@ import pytest
 
 from grader import cli
 from grader.incoming.collect import Placed, collect_zip, main
+from grader.incoming.lms_names import LEARNED, Learned, read_learned
 
 NB = Path("backprop_ninja") / "backprop_ninja.ipynb"
 NOT_AN_ID = "is not a valid student id (an LMS user id is digits)"
@@ -378,3 +379,60 @@ def test_an_entry_of_the_other_lms_is_refused(course, tmp_path):
     result = collect_zip(course=course, zip_path=z)
     assert [p.student for p in result.placed] == ["1001"]
     assert reasons(result) == {"backprop_ninja.ipynb": "not a Canvas submission name (this zip is Canvas's)"}
+
+
+# ---------------------------------------------------------------- what the LMS exports need (issue 20)
+def learned_rows(course: Path) -> list[list[str]]:
+    return [line.split(",") for line in (course / LEARNED).read_text().splitlines()]
+
+
+def test_whose_ids_and_names_are_recorded_for_the_lms_exports(course, tmp_path):
+    z = make_zip(
+        tmp_path / "canvas.zip",
+        [
+            ("smithbob_1001_5001_backprop_ninja.ipynb", nb("bob")),
+            ("joneseve_LATE_1002_5002_backprop_ninja.ipynb", nb("eve")),
+        ],
+    )
+    result = collect_zip(course=course, zip_path=z)
+    assert learned_rows(course) == [
+        ["student_id", "lms", "name"],
+        ["1001", "Canvas", "smithbob"],
+        ["1002", "Canvas", "joneseve"],
+    ]
+    assert "2 students' Canvas ids and names recorded in submitted/lms_students.csv" in result.summary()
+    # a later zip replaces its own students' rows and keeps the others
+    z = make_zip(tmp_path / "again.zip", [("smithrob_1001_5009_backprop_ninja.ipynb", nb("bob 2"))])
+    collect_zip(course=course, zip_path=z)
+    assert read_learned(course) == {
+        "1001": Learned("1001", "Canvas", "smithrob"),
+        "1002": Learned("1002", "Canvas", "joneseve"),
+    }
+
+
+def test_moodle_names_and_blind_marking(course, tmp_path):
+    z = make_zip(
+        tmp_path / "moodle.zip",
+        [
+            ("Ada Lovelace_7701_assignsubmission_file_/backprop_ninja.ipynb", nb("ada")),
+            ("Participant_7702_assignsubmission_file_/backprop_ninja.ipynb", nb("blind")),
+        ],
+    )
+    collect_zip(course=course, zip_path=z)
+    assert read_learned(course) == {
+        "7701": Learned("7701", "Moodle", "Ada Lovelace"),
+        "7702": Learned("7702", "Moodle", ""),  # blind marking: Moodle wrote no name
+    }
+
+
+def test_the_record_replaces_a_link_and_skips_rows_it_cannot_read(course, tmp_path):
+    outside = tmp_path / "outside.csv"
+    outside.write_text("student_id,lms,name\n9,Canvas,planted\n")
+    (course / "submitted").mkdir()
+    (course / LEARNED).symlink_to(outside)
+    z = make_zip(tmp_path / "c.zip", [("smithbob_1001_5001_backprop_ninja.ipynb", nb("x"))])
+    collect_zip(course=course, zip_path=z)
+    assert outside.read_text() == "student_id,lms,name\n9,Canvas,planted\n"
+    assert not (course / LEARNED).is_symlink() and list(read_learned(course)) == ["1001"]
+    (course / LEARNED).write_text("student_id,lms,name\n1001,Blackboard,x\n,Canvas,y\n1002,Moodle,Z\n")
+    assert read_learned(course) == {"1002": Learned("1002", "Moodle", "Z")}

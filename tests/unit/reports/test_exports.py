@@ -11,8 +11,10 @@ from fake_class import HOSTILE, LOST, MANUAL, NO_SUBMISSION, expected, make_clas
 from nbgrader.api import Gradebook
 
 from grader.exercise import spec
+from grader.incoming.lms_names import CANVAS, MOODLE, Learned, record_learned
 from grader.reports import exports, report, scores
 from grader.reports.exports import CanvasExportPlugin, GradientsExportPlugin, MoodleExportPlugin
+from grader.reports.roster import Directory
 
 GRADE_IDS = [g.grade_id for g in spec.GRADED]
 # nbgrader's own add_submission makes SQLAlchemy warn; not this code's concern
@@ -71,11 +73,13 @@ def test_canvas_csv_layout(course):
 
 def test_canvas_assignment_id_and_sis_column():
     rows = [exports.GradebookRow("ben", by_grade_id={"ex2_dlogits": 2.0})]
-    table = exports.canvas_table(rows, assignment_id="1234", id_column="SIS Login ID")
+    table = exports.canvas_table(
+        rows, assignment_id="1234", people=Directory(canvas_id_column="SIS Login ID")
+    )
     assert table[0][-1] == "Backprop Ninja (1234)"
-    assert table[2] == ["ben", "", "", "ben", "", "2"]
+    assert table[2] == ["", "", "", "ben", "", "2"]  # no name known: Student is empty, never the id
     with pytest.raises(ValueError):
-        exports.canvas_table(rows, id_column="Email")
+        Directory(canvas_id_column="Email")
 
 
 def test_moodle_csv_layout(course):
@@ -89,11 +93,27 @@ def test_moodle_csv_layout(course):
     "plugin,name",
     [(GradientsExportPlugin, "gradients"), (CanvasExportPlugin, "canvas"), (MoodleExportPlugin, "moodle")],
 )
-def test_plugins_write_the_same_csv(course, tmp_path, plugin, name):
+def test_plugins_write_the_same_csv(course, tmp_path, plugin, name, monkeypatch):
     _written(course)
+    monkeypatch.chdir(course)  # where nbgrader runs: the plugins read what collect learned there
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         plugin(to=str(tmp_path / "out.csv"), log=logging.getLogger("test")).export(gb)
     assert _rows(tmp_path / "out.csv") == _rows(course / "exports" / f"{name}.csv")
+
+
+def test_moodle_plugin_with_a_roster_and_what_collect_learned(course, tmp_path, monkeypatch, caplog):
+    """Students collected from Moodle's zip: their participant ids are never an ID number."""
+    record_learned(course, [Learned(s, MOODLE, s.title()) for s in ("ann", "ben")])
+    roster = tmp_path / "worksheet.csv"
+    roster.write_text("Identifier,Full name,ID number\nParticipant ann,Ann Doe,S1\n")
+    monkeypatch.chdir(course)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        log = logging.getLogger("test")
+        MoodleExportPlugin(to=str(tmp_path / "m.csv"), roster=str(roster), log=log).export(gb)
+    rows = _rows(tmp_path / "m.csv")
+    assert rows[0] == ["Email address", "Backprop Ninja"]  # every row has one; not every row an ID number
+    assert ["ann@uni.example", "38"] in rows and ["ben@uni.example", "35"] in rows
+    assert not any(r[0] in ("ann", "ben") for r in rows)
 
 
 def test_plugin_default_name_and_student_filter(tmp_path, monkeypatch):
@@ -111,3 +131,28 @@ def test_report_main_prints_the_table_and_writes_everything(course, capsys):
     assert out.startswith(report.table(scores.read_scores(f"sqlite:///{course / 'gradebook.db'}")) + "\n")
     for rel in ("exports/gradients.csv", "exports/canvas.csv", "exports/moodle.csv", "reports/class.html"):
         assert (course / rel).is_file() and rel in out
+    assert "moodle.csv: 5 students; Import grades > CSV file: map 'Email address' to useremail" in out
+
+
+def test_report_main_with_a_roster_and_collects_record(course, tmp_path, capsys):
+    record_learned(course, [Learned("ben", MOODLE, "Ben D"), Learned("cat", CANVAS, "doecat")])
+    roster = tmp_path / "canvas.csv"
+    roster.write_text('Student,ID,SIS User ID,SIS Login ID,Section\n"Doe, Catherine",cat,U3,cdoe,Sec 1\n')
+    assert report.main([str(course), "--roster", str(roster), "--canvas-id-column", "SIS User ID"]) == 0
+    out = capsys.readouterr().out
+    assert "roster canvas.csv (read as Canvas gradebook export, 1 row): 1 of 5 students found" in out
+    canvas = {r[0]: r for r in _rows(course / "exports" / "canvas.csv")[2:]}
+    total = f"{sum(expected('cat').values()):g}"
+    assert canvas["Doe, Catherine"] == ["Doe, Catherine", "cat", "U3", "cdoe", "Sec 1", total]
+    # ann's own id is none of the roster's SIS User IDs: taking it as one would match no one
+    assert canvas["Doe, Ann"][1:4] == ["", "", ""] and canvas["Doe, Dan"][1:4] == ["", "", ""]
+    assert canvas["Doe, Ben"][1:4] == ["", "", ""]  # a Moodle participant id is no Canvas id
+    note = next(line for line in out.splitlines() if line.startswith("canvas.csv: no Canvas id for"))
+    assert "ann (Doe, Ann), ben (Doe, Ben), dan (Doe, Dan)" in note and "cat" not in note
+
+
+def test_report_main_refuses_a_roster_it_cannot_read(course, tmp_path, capsys):
+    (tmp_path / "r.csv").write_text("Name,Grade\n")
+    assert report.main([str(course), "--roster", str(tmp_path / "r.csv")]) == 2
+    assert "none of the columns an LMS export identifies students by" in capsys.readouterr().err
+    assert not (course / "exports").exists()
