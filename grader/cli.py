@@ -22,7 +22,10 @@ VERBS = {
     "data": ("grader.exercise.data", "obtain makemore's names.txt"),
     "samples": ("grader.incoming.samples", "write the demo's sample class into submitted/"),
     "init": ("grader.new_course.init", "a new course folder with the kit's assignment, anywhere"),
-    "check": ("grader.confine.check", "whether the bubblewrap sandbox can start here, and if not why"),
+    "check": (
+        "grader.self_check.check",
+        "with a notebook, its grades here (a student's own check); without, the sandbox",
+    ),
 }
 
 

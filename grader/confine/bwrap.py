@@ -33,13 +33,14 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..settings import PACKAGE_LOOKUP_SECONDS, PROBE_TMP_MB, env
+from ..untrusted.protocol import KIT_INSIDE
 from . import unconfined, users
 from .probe import SandboxUnavailable, Status, probe, unsandboxed_allowed
 
 PACKAGE = Path(__file__).resolve().parents[1]
 # The kit's files the sandbox sees: the untrusted side, the public definition of the exercise
 # it imports, and the hidden tests' entry point. A unit test checks they import nothing else.
-VISIBLE_INSIDE = ("__init__.py", "incell.py", "exercise", "untrusted")
+VISIBLE_INSIDE = KIT_INSIDE
 
 SANDBOX_UID = 65534  # nobody; each sandbox gets a uid of its own instead (with_own_user)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from nbconvert.exporters.exporter import ResourcesDict
@@ -24,7 +24,8 @@ from traitlets import List
 
 from ..exercise import spec
 from ..exercise.cells import nbgrader_meta
-from ..settings import MAX_HINT, report_dir
+from ..reports.verdict_rows import Row, row
+from ..settings import report_dir
 from .scope import kit_assignment
 
 __all__ = ["FeedbackSummary", "Row", "strip_hidden_tests", "summary_html"]
@@ -32,25 +33,6 @@ __all__ = ["FeedbackSummary", "Row", "strip_hidden_tests", "summary_html"]
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 # The kit's grading call, wherever an instructor put it: the student needs none of it.
 _KIT_LINE = re.compile(r"^\s*(from\s+grader\.incell\s+import\b|import\s+grader\.incell\b|grade\()")
-
-
-@dataclass
-class Row:
-    grade_id: str
-    name: str  # the gradient, e.g. "dlogprobs" ("training" for exercise 4's run)
-    exercise: int
-    score: float | None  # None: no grade for this cell
-    max_score: float
-    verdict: str  # "right", the hint, or the carried-credit note
-    linked: bool  # the cell is in the notebook, so its anchor is on the page
-    carried: bool = False  # credit for a right rule that received a wrong input
-
-    @property
-    def kind(self) -> str:
-        """The row's Bootstrap class (nbgrader's feedback page loads Bootstrap)."""
-        if self.score is None or self.score < self.max_score:
-            return "danger" if not self.score else "warning"
-        return "info" if self.carried else "success"
 
 
 class FeedbackSummary(NbGraderPreprocessor):
@@ -70,7 +52,7 @@ class FeedbackSummary(NbGraderPreprocessor):
                 cell.source = strip_hidden_tests(cell.source, meta.get("grade_id", ""))
             if is_grade(cell) and meta.get("grade_id") in spec.BY_GRADE_ID:
                 cells.setdefault(meta["grade_id"], cell)
-        rows = [_row(g, cells.get(g.grade_id), record.get(g.grade_id)) for g in spec.GRADED]
+        rows = [row(g, cells.get(g.grade_id), record.get(g.grade_id)) for g in spec.GRADED]
         resources["feedback_summary"] = {
             "rows": [asdict(r) for r in rows],
             "html": summary_html(rows, info.get("score"), info.get("max_score"), info.get("late_penalty")),
@@ -107,49 +89,6 @@ def strip_hidden_tests(source: str, grade_id: str) -> str:
             out.append(note)
             noted = True
     return "\n".join(out)
-
-
-def _row(g, cell, recorded) -> Row:
-    """The gradebook's score (GetGrades put it in the cell), else the replay's."""
-    verdict = recorded if isinstance(recorded, dict) else _from_outputs(cell)
-    score = nbgrader_meta(cell).get("score") if cell is not None else None
-    if score is None and verdict.get("score") is not None:
-        score = float(verdict["score"])
-    text = _verdict_text(score, g.points, verdict)
-    return Row(
-        g.grade_id, g.name, g.exercise, score, g.points, text, cell is not None, bool(verdict.get("carried"))
-    )
-
-
-def _from_outputs(cell) -> dict:
-    """The verdict as ReplayGrades printed it in the cell (the replay record is missing)."""
-    if cell is None:
-        return {}
-    text = "".join(
-        "".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("output_type") == "stream"
-    )
-    lines = [l.strip() for l in text.splitlines()[1:] if l.strip()]
-    hint = next((l[len("hint:") :].strip() for l in lines if l.startswith("hint:")), None)
-    return {"lines": lines, "hint": hint, "carried": any("carried error" in l for l in lines)}
-
-
-def _verdict_text(score, max_score: float, verdict: dict) -> str:
-    lines = [str(l) for l in verdict.get("lines") or []]
-    if verdict.get("carried"):
-        text = next((l for l in lines if "carried error" in l), "credit for a carried error")
-    elif score is not None and score >= max_score:
-        text = "right"
-    elif verdict.get("hint"):
-        text = str(verdict["hint"])
-    elif lines:  # the comparison's own line, without the "name | " column
-        text = re.sub(r"^\S+\s*\|\s*", "", lines[-1])
-    else:
-        text = "not graded" if score is None else "wrong"
-    recorded = verdict.get("score")
-    if recorded is not None and score is not None and float(recorded) != float(score):
-        text += f" (score set by a grader; the autograder gave {float(recorded):g})"
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_HINT else text[: MAX_HINT - 1] + "\u2026"
 
 
 def _quoted(text: str) -> str:

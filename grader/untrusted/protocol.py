@@ -186,6 +186,11 @@ class RunRecord(TypedDict, total=False):
     cpu: dict[str, float]  # CPU seconds by cell label, spec.EX4_FUNCTION and TRAINING_CPU
 
 
+# ------------------------------------------------------------ the kit, as student code sees it
+# The kit's files inside the sandbox (confine/bwrap.py binds them; nothing else of the kit is
+# there); in a plain child process, kit_view.py refuses to import the rest.
+KIT_INSIDE = ("__init__.py", "incell.py", "exercise", "untrusted")
+
 # ------------------------------------------------------------ the autograde kernel
 SUBMISSION_INSIDE = "/run/submission"  # the read-only copy a kernel's folder is filled from
 IPC_INSIDE = "/run/kernel-ipc"  # the warm server's socket folder, in its second place

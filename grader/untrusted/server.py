@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from . import autograd_guard, derivative_block, isolation, preload
+from . import autograd_guard, derivative_block, isolation, kit_view, preload
 from .isolation import real_exit
 from .protocol import (
     AS_SUBMITTED,
@@ -263,16 +263,14 @@ def _frames(buf: bytearray, last):
 
 
 def serve() -> int:
-    """A warm replay server that never runs a student's code itself: torch imported and
-    the shared setup cells run once, then each request forks an isolated child that runs
-    one run of one submission. The judge sends the runs one by one, so no run can see data
-    meant for a later one.
-
-    Protocol (protocol.py), on stdin one JSON object a line: first a ServerHello {"prefix":
-    cells, "data_dir": path}, then RunRequests {"workdir", "run", "timeout", "nonce", ...}. On
-    the original stdout {"ready": true, "errors"} once, then for each request an AnswerHeader
-    line {"nonce", "status", "size", "cpu"} and `size` bytes, the run's last result frame
-    (encode_frame). No run can write here: it holds none of these pipes."""
+    """A warm replay server that runs no student code itself: torch imported and the shared
+    setup cells run once, then each request forks an isolated child for one run of one
+    submission, one run at a time (no run sees data meant for a later one).
+    Protocol (protocol.py), on stdin a JSON object a line: a ServerHello {"prefix", "data_dir"},
+    then RunRequests {"workdir", "run", "timeout", "nonce", ...}. On the original stdout
+    {"ready": true, "errors"} once, then for each request an AnswerHeader line {"nonce",
+    "status", "size", "cpu"} and `size` bytes, the run's last result frame (encode_frame).
+    No run can write here: it holds none of these pipes."""
     isolation.not_dumpable()
     proto = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # anything printed by the setup cells goes to stderr
@@ -280,6 +278,7 @@ def serve() -> int:
     torch.set_num_threads(1)  # fork-safe, and one core per replay
     torch.set_grad_enabled(False)  # no autograd to copy answers from
     preload.preload()  # what each run's guard replaces, imported once
+    kit_view.install()  # the kit as the sandbox shows it, where there is no sandbox too
     hello: ServerHello = json.loads(sys.stdin.readline())
     os.chdir(hello["data_dir"])
     runner = Runner({"cells": hello["prefix"], "first_answer": len(hello["prefix"])}, {})

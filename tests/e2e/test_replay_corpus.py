@@ -4,6 +4,7 @@ carried-error credit and cheat detection, read back from the gradebook and the r
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -13,8 +14,9 @@ import pytest
 from grader.exercise import spec
 from grader.incoming.submissions import write_submissions
 from grader.reports.scores import read_scores
+from grader.settings import seed_for
 
-from conftest import make_course, nbgrader, nbgrader_split, shown_cells
+from conftest import ROOT, make_course, nbgrader, nbgrader_split, shown_cells
 from corpus import CORPUS
 from hint_corpus import HINTS, check_judged, check_lines, judged, verdict_text
 
@@ -250,3 +252,38 @@ def test_the_students_own_check_names_the_mistake(corpus_course, case):
 
 def _autograded(course, student):
     return course / "autograded" / student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+
+
+# ------------------------------------------------------- the student's own check (grader/self_check/)
+def _grader_seed(student: str) -> int:
+    salt = re.search(
+        r'^c\.ReplayGrades\.seed_salt = "([^"]+)"$', (ROOT / "nbgrader_config.py").read_text(), re.M
+    )
+    return seed_for(student, salt.group(1))
+
+
+@pytest.fixture(scope="module")
+def checked(corpus_course, names_txt):
+    """`backprop-ninja check`'s record of every submission of both corpora, as its student
+    would run it on the notebook handed in (not nbgrader's rebuild of it), with the seed the
+    grader drew for that student."""
+    from grader.self_check.check import check_notebook
+
+    students = [c.sample.student for c in CORPUS] + [h.sample.student for h in HINTS]
+    return {
+        s: check_notebook(
+            corpus_course / "submitted" / s / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb",
+            names_txt=names_txt,
+            seed=_grader_seed(s),
+        )
+        for s in students
+    }
+
+
+@pytest.mark.parametrize("student", [c.sample.student for c in CORPUS] + [h.sample.student for h in HINTS])
+def test_the_students_own_check_gives_the_graders_verdicts(corpus_course, checked, student):
+    graded, mine = _record(corpus_course, student)["verdicts"], checked[student]["verdicts"]
+    fields = ("score", "carried", "hint")
+    assert {g: [v[f] for f in fields] for g, v in mine.items()} == {
+        g: [v[f] for f in fields] for g, v in graded.items()
+    }

@@ -33,7 +33,7 @@ OWN_OPTION = {
     "data": "--source",
     "samples": "course",
     "init": "--course-id",
-    "check": "usage: backprop-ninja check [-h]",
+    "check": "--names-txt",
 }
 
 

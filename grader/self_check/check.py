@@ -1,0 +1,101 @@
+"""`backprop-ninja check [NOTEBOOK]`: with a notebook, the student's own check (the table the
+feedback opens with: each gradient's points, "right", the carried-credit note or the hint);
+without one, whether the bubblewrap sandbox can grade here (grader/confine/check.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from ..exercise import spec
+from ..reports.verdict_rows import Row, row
+
+SEED = 20260  # any seed: the verdicts do not depend on it, the numbers in the hints do
+
+
+class CheckError(Exception):
+    """What stops the check, said for the student."""
+
+
+def load_cells(notebook) -> list[dict]:
+    """The cells of a notebook file, or of its JSON as a dict (Colab hands one over), sources
+    joined as nbformat joins them."""
+    nb = json.loads(Path(notebook).read_text()) if isinstance(notebook, (str, os.PathLike)) else notebook
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        raise CheckError("this is not a Jupyter notebook (no cells)")
+    for cell in cells:
+        if isinstance(cell.get("source"), list):
+            cell["source"] = "".join(cell["source"])
+    return cells
+
+
+def find_names_txt(notebook, given: str | None = None) -> Path:
+    """names.txt as the notebook's data cell left it beside the notebook, or as given."""
+    here = Path(notebook).parent if isinstance(notebook, (str, os.PathLike)) else Path.cwd()
+    for path in (given, os.environ.get("NAMES_TXT"), here / "names.txt"):
+        if path and Path(path).is_file():
+            return Path(path)
+    raise CheckError(
+        f"names.txt is not beside the notebook ({here}): run the notebook's data cell once (it "
+        "downloads it there), or give its place with --names-txt"
+    )
+
+
+def check_notebook(notebook, *, names_txt: Path, seed: int = SEED) -> dict:
+    """The judge's record for this notebook (JudgeRecord.to_json()), as the grader makes it."""
+    from ..replay.client import launch_plain
+    from ..settings import JudgeSettings
+    from ..verdicts.judge import judge_submission
+
+    cells = load_cells(notebook)
+    settings = JudgeSettings(seed=seed)
+    record = judge_submission(
+        cells, student="you", settings=settings, names_txt=names_txt, launcher=launch_plain
+    )
+    return record.to_json()
+
+
+def rows(record: dict) -> list[Row]:
+    verdicts = record.get("verdicts", {})
+    return [row(g, None, verdicts.get(g.grade_id)) for g in spec.GRADED]
+
+
+def table(record: dict) -> str:
+    """The rows as text, one a gradient, in backward order, and the total."""
+    out = [f"{'ex':<3}{'gradient':<17}{'grade id':<22}{'points':>9}  verdict"]
+    for r in rows(record):
+        points = f"{r.score or 0:g} / {r.max_score:g}"
+        out.append(f"{r.exercise:<3}{r.name:<17}{r.grade_id:<22}{points:>9}  {r.verdict}")
+    total = f"{record.get('score', 0):g} / {record.get('max_score', spec.total_points()):g}"
+    out.append(f"{'':<3}{'':<17}{'total':<22}{total:>9}")
+    out += [f"note: {p}" for p in record.get("problems", [])]
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(
+        prog="backprop-ninja check",
+        description="With a notebook: the grader's verdicts for it, here, offline (your own check). "
+        "Without: whether the bubblewrap sandbox can grade on this machine, and if not why.",
+    )
+    ap.add_argument("notebook", nargs="?", help="your backprop_ninja.ipynb")
+    ap.add_argument("--names-txt", help="names.txt, if not beside the notebook")
+    ap.add_argument("--seed", type=int, default=SEED, help="the fresh inputs' seed (default %(default)s)")
+    args = ap.parse_args(argv)
+    if args.notebook is None:
+        from ..confine.check import main as sandbox_check
+
+        return sandbox_check([])
+    try:
+        names = find_names_txt(args.notebook, args.names_txt)
+        record = check_notebook(args.notebook, names_txt=names, seed=args.seed)
+    except (CheckError, OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{args.notebook}: replayed on fresh inputs, as the grader does")
+    print(table(record))
+    return 0
