@@ -1,7 +1,12 @@
 """The Gradescope autograder end to end, without Gradescope: the built zip extracted into a
 temp AUTOGRADER_ROOT laid out as Gradescope does, setup.sh (installation skipped: the
 virtualenv has the requirements), then run_autograder on corpus notebooks. Its results.json
-must give the scores nbgrader gives the same notebook for the same student."""
+must give the scores nbgrader gives the same notebook for the same student.
+
+And a real install (issue 20), for each Python of Gradescope's images and the build's, where
+this machine has that Python and torch's CPU build for it (PyTorch's CPU index, or a wheel on
+disk that pip's configuration finds): setup.sh for real but for apt-get (its own virtualenv,
+torch, the requirements from PyPI, the kit), then run_autograder with that virtualenv alone."""
 
 from __future__ import annotations
 
@@ -13,12 +18,14 @@ import stat
 import subprocess
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
+from unit.gradescope.gradescope_pythons import find_python
 
 from grader.confine.probe import unsandboxed_allowed
 from grader.exercise import spec
-from grader.gradescope import build, scripts
+from grader.gradescope import build, requirements, scripts
 from grader.incoming.submissions import write_submissions
 from grader.reports.scores import read_scores
 
@@ -129,3 +136,67 @@ def test_no_notebook_is_zero_with_a_reason(source, tmp_path):
     assert got["score"] == 0.0 and got["tests"] == []
     assert "no notebook" in got["output"]
     assert seconds < 60
+
+
+def _cpu_torch_for(minor: str, torch_txt: str) -> bool:
+    """Whether pip, configured as here, finds torch's CPU build for Python `minor`."""
+    version = [l for l in torch_txt.splitlines() if l.startswith("torch==")][0].split("==")[1]
+    done = subprocess.run(
+        [str(VENV_BIN / "python"), "-m", "pip", "index", "versions", "torch", "--only-binary=:all:"]
+        + ["--index-url", requirements.CPU_INDEX, "--python-version", minor],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return f"{version}+cpu" in done.stdout
+
+
+@pytest.mark.parametrize("minor", ["3.10", "3.11", "3.12"])
+def test_a_real_install_grades_as_nbgrader(course, tmp_path, minor):
+    python = find_python(minor)
+    if python is None:
+        pytest.skip(f"no Python {minor} here (PATH, pyenv)")
+    zip_path = build.build(out=tmp_path / "gs.zip", course=course, allow_unsandboxed=unsandboxed_allowed())
+    with zipfile.ZipFile(zip_path) as zf:
+        torch_txt = zf.read("requirements-torch.txt").decode()
+    if not _cpu_torch_for(minor, torch_txt):
+        pytest.skip(f"torch's CPU build for Python {minor} cannot be had here (its index is unreachable)")
+    root = tmp_path / "autograder"
+    _extract(zip_path, root / "source")
+    first = Path(python).parent  # setup.sh's `python3` is this Python, as on the image
+    if not (first / "python3").is_file():
+        pytest.skip(f"{first} has no python3 for setup.sh to find")
+    env = {k: v for k, v in os.environ.items() if k not in (scripts.SKIP_INSTALL, "VIRTUAL_ENV")}
+    env.update(PATH=f"{first}{os.pathsep}{os.environ['PATH']}", **{scripts.SKIP_APT: "1"})
+    done = subprocess.run(
+        [str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True, timeout=1800
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    venv_python = root / scripts.VENV / "bin" / "python3"
+    probe = (
+        "import sys, torch, grader; print('%d.%d' % sys.version_info[:2], torch.__version__, grader.__file__)"
+    )
+    seen = subprocess.run(
+        [str(venv_python), "-I", "-c", probe], capture_output=True, text=True
+    ).stdout.split()
+    assert seen[:2] == [minor, "2.13.0+cpu"] and seen[2].startswith(str(root / scripts.VENV)), seen
+    # run_autograder with nothing of this virtualenv's on PATH: setup.sh's alone grades
+    user = CASES["s04_bessel"]
+    (root / "submission").mkdir()
+    shutil.copy(
+        course / "submitted" / str(user) / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb", root / "submission"
+    )
+    (root / "submission_metadata.json").write_text(json.dumps({"users": [{"id": user}]}))
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != VENV_BIN)
+    done = subprocess.run(
+        [str(root / "run_autograder")],
+        env=dict(env, PATH=path, AUTOGRADER_ROOT=str(root)),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = json.loads((root / "results" / "results.json").read_text())
+    nbgraders = {s.student: s.by_grade_id for s in read_scores(f"sqlite:///{course / 'gradebook.db'}")}
+    assert {t["name"]: t["score"] for t in got["tests"]} == nbgraders[str(user)]

@@ -16,17 +16,15 @@ PYPI = "https://pypi.org/simple"
 
 
 def find_python(minor: str) -> str | None:
-    """A working `python{minor}`: on PATH, or one of pyenv's versions."""
-    found = [shutil.which(f"python{minor}")]
-    found += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{minor}.*/bin/python{minor}")))
+    """A working CPython `minor` that is no virtualenv's (one of pyenv's, or on PATH), by its
+    real path: a virtualenv made from it links to that path, which a sandbox can bind."""
+    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{minor}.*/bin/python{minor}")))
+    found.append(shutil.which(f"python{minor}"))
+    probe = "import os, sys; print('%d.%d' % sys.version_info[:2], sys.prefix == sys.base_prefix)"
     for python in filter(None, found):
-        probe = subprocess.run(
-            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-        )
-        if probe.returncode == 0 and probe.stdout.strip() == minor:
-            return python
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+        if done.returncode == 0 and done.stdout.split() == [minor, "True"]:
+            return os.path.realpath(python)
     return None
 
 
