@@ -10,10 +10,10 @@ moves with the machine's speed: a fixed floor in seconds, and a forward pass tim
 tick, let a faster machine's finite differences through.
 
 The unit is the fastest of many timings (the median moved by 1.8x from one process to the
-next, the fastest by 6%). In it, on the corpora: honest answer cells take 47 at most, 25 but
-for a pause of the machine's (a cell that burns 200,000 Python iterations of its own: 64);
-central differences over the three smallest gradients (155 elements) take 166 to 191, over
-every parameter 2,400 and more. A run over the bound is run once more and its second result
+next, the fastest by 6%). In it, on the corpora, cells counted without their system time
+(runner.py): honest answer cells take 37 at most (a cell that burns 200,000 Python iterations
+of its own: 62); central differences over the three smallest gradients (155 elements) take
+177 to 192, over every parameter 1,200 and more. A run over the bound is run once more and its second result
 is the one judged (replay/run.py): a pause does not happen twice, finite differences do, and
 an answer that does them only now and then is graded on a run that did not.
 

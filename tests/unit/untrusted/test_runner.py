@@ -5,6 +5,7 @@ _export's plain copies. No fork, no server."""
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 import torch
@@ -175,3 +176,16 @@ def test_a_runs_print_formats_nothing_and_is_no_name_of_the_students():
     assert formatted == [] and runner.errors == [] and ns["x"] == 1
     assert "print" not in ns and ns["__builtins__"]["len"] is len
     assert set(runner.cpu) == {"ex1_solution", "ex3_solution"}
+
+
+def test_a_cells_system_time_is_not_its_count(tmp_path):
+    """Writing files and faulting memory in is the kernel's work, no answer's (numeric.py): a
+    cell that writes 256 MB is counted for its Python, not for the copying."""
+    runner = Runner({}, {})
+    fill = tmp_path / "fill.bin"
+    source = f"_chunk = bytes(256 * 2**20)\nwith open({str(fill)!r}, 'wb') as f:\n    f.write(_chunk)"
+    started = time.thread_time()
+    runner.run_cell({}, {"label": "ex1_solution", "source": source})
+    spent = time.thread_time() - started
+    assert runner.errors == [] and spent > 0.02
+    assert runner.cpu["ex1_solution"] < spent / 4
