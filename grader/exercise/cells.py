@@ -1,11 +1,15 @@
 """Notebook cells as the grader reads them: the source as Python (IPython magics and shell
-escapes are not part of an answer), and the nbgrader metadata."""
+escapes are not part of an answer), and the nbgrader metadata; and how wide the kit writes."""
 
 from __future__ import annotations
 
 import re
 
 _MAGIC_LINE = re.compile(r"^(\s*)[%!].*$", re.M)
+# A verdict's output lines are wrapped at TEXT_WIDTH columns (a notebook shows output as it is:
+# a hint quoting an error ran past the formgrader's right edge); a continuation starts CONTINUED.
+TEXT_WIDTH = 100
+CONTINUED = "      "
 
 
 # Cell magics whose body is plain Python run in the current namespace.

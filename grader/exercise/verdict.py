@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 
 import torch
 
 from . import spec
+from .cells import CONTINUED, TEXT_WIDTH
 from .compare import Comparison, compare
+
+_WHOLE = {"break_long_words": False, "break_on_hyphens": False}  # names and numbers stay whole
 
 
 @dataclass
@@ -22,11 +26,15 @@ class Verdict:
     problem: str | None = None  # the comparison's: missing, shape, mismatch, ...
 
     def text(self) -> str:
+        """The cell's output: the mark, then each line wrapped at TEXT_WIDTH (a notebook shows
+        output as it is: a hint quoting an error ran past the formgrader's right edge), its
+        continuation indented under it."""
         mark = "PASS" if self.score == self.max_score else "FAIL"
-        return "\n".join(
-            [f"{mark} {self.grade_id}: {self.score:g}/{self.max_score:g} points"]
-            + [f"  {line}" for line in self.lines]
-        )
+        wrapped = [
+            textwrap.fill(line, TEXT_WIDTH, initial_indent="  ", subsequent_indent=CONTINUED, **_WHOLE)
+            for line in self.lines
+        ]
+        return "\n".join([f"{mark} {self.grade_id}: {self.score:g}/{self.max_score:g} points", *wrapped])
 
 
 def gradient_verdict(gradient: spec.Gradient, value, reference: torch.Tensor) -> Verdict:

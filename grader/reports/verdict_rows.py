@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..exercise import spec
-from ..exercise.cells import nbgrader_meta
+from ..exercise.cells import CONTINUED, nbgrader_meta
 from ..settings import MAX_HINT
 
 
@@ -50,7 +50,12 @@ def _from_outputs(cell) -> dict:
     text = "".join(
         "".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("output_type") == "stream"
     )
-    lines = [l.strip() for l in text.splitlines()[1:] if l.strip()]
+    lines: list[str] = []
+    for l in text.splitlines()[1:]:
+        if l.startswith(CONTINUED) and lines:  # a line Verdict.text() wrapped
+            lines[-1] += " " + l.strip()
+        elif l.strip():
+            lines.append(l.strip())
     hint = next((l[len("hint:") :].strip() for l in lines if l.startswith("hint:")), None)
     return {"lines": lines, "hint": hint, "carried": any("carried error" in l for l in lines)}
 

@@ -209,6 +209,24 @@ def test_instructor_reads_bobs_verdicts_in_the_formgrader(formgrader, page):
     assert "PASS ex1_dlogprobs: 1/1 points" in text
 
 
+def test_verdict_lines_wrap_inside_the_formgraders_cells(formgrader, page):
+    """erin left every stub: her hints quote the error (up to 240 characters); on a laptop's
+    width each wraps inside its cell instead of running past the right edge."""
+    page.set_viewport_size({"width": 1024, "height": 900})
+    page.goto(formgrader.url(f"/formgrader/manage_students/erin/{spec.ASSIGNMENT}"))
+    page.get_by_role("link", name=spec.NOTEBOOK, exact=True).click()
+    page.wait_for_url("**/formgrader/submissions/*/")
+    page.get_by_text("FAIL ex1_dlogprobs: 0/1 points").wait_for()
+    verdicts = page.evaluate(
+        """() => [...document.querySelectorAll('pre')].filter(p => / points\n/.test(p.textContent))
+            .map(p => ({text: p.textContent, over: p.scrollWidth - p.clientWidth}))"""
+    )
+    web.screenshot(page, "formgrader_erin_wrapped")
+    assert len(verdicts) == len(spec.GRADED)
+    assert max(len(l) for v in verdicts for l in v["text"].splitlines()) > 80  # long hints are there
+    assert [v["text"][:40] for v in verdicts if v["over"] > 0] == []
+
+
 def test_class_report_shows_its_plots(graded_course, page):
     report = graded_course / "reports" / "class.html"
     page.goto(report.as_uri(), wait_until="load")

@@ -116,3 +116,19 @@ def test_gradient_verdict_is_compare_gradient_then_from_comparison(ex1):
     assert compare_gradient(
         BY_NAME["ex1_db1"], torch.zeros_like(auto["b1"]), auto["b1"]
     ).ok  # a zero gradient
+
+
+def test_a_long_line_wraps_under_itself_and_reads_back_whole():
+    """The formgrader and the feedback show output as it is: no line past TEXT_WIDTH columns;
+    the feedback's table, reading the cell when the record is missing, joins it back."""
+    from grader.exercise.cells import TEXT_WIDTH
+    from grader.reports.verdict_rows import row
+
+    hint = "hint: dW1 is not defined: ex1_solution raised AutogradUnavailable: " + "torch.autograd.grad " * 12
+    v = Verdict("ex1_dW1", 0.0, 1.0, ["dW1 | exact: False", hint.strip()])
+    lines = v.text().splitlines()
+    assert len(lines) > 3 and all(len(l) <= TEXT_WIDTH for l in lines)
+    assert lines[1] == "  dW1 | exact: False" and lines[2].startswith("  hint: dW1 is not defined")
+    assert " ".join(l.strip() for l in lines[2:]) == hint.strip()
+    cell = {"outputs": [{"output_type": "stream", "text": v.text() + "\n"}]}
+    assert row(BY_NAME["ex1_dW1"], cell, None).verdict == hint.strip()[len("hint: ") :]
