@@ -6,8 +6,9 @@ skipped, saying so, where it cannot be reached.
 What pip cannot do here, and what stands in:
 - with --python-version, pip evaluates environment markers for the Python it runs on, not the
   target's: each line's marker is evaluated for the target first (as the image's pip would);
-- names 0.3.0 is a source distribution only, which --python-version refuses: left out here,
-  built by a real 3.10 and 3.12 in tests/e2e/test_gradescope.py;
+- names 0.3.0 is a source distribution only, which --python-version refuses: left out there,
+  and resolved (built) by a real 3.10 and 3.12 where this machine has them (pyenv's), whose
+  own pip also evaluates the packages' markers (anyio's exceptiongroup on 3.10);
 - torch comes from PyTorch's CPU index, which this machine cannot reach, and PyPI's Linux torch
   is the CUDA build (526 MB, without metadata on its own, and GBs of CUDA wheels): a stand-in
   wheel with the installed CPU build's metadata takes its place, so torch's dependencies are
