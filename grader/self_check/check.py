@@ -36,7 +36,7 @@ def load_cells(notebook) -> list[dict]:
 def find_names_txt(notebook, given: str | None = None) -> Path:
     """names.txt as the notebook's data cell left it beside the notebook, or as given."""
     here = Path(notebook).parent if isinstance(notebook, (str, os.PathLike)) else Path.cwd()
-    for path in (given, os.environ.get("NAMES_TXT"), here / "names.txt"):
+    for path in (given, here / "names.txt", os.environ.get("NAMES_TXT")):
         if path and Path(path).is_file():
             return Path(path)
     raise CheckError(

@@ -80,6 +80,7 @@ def test_in_colab_the_open_notebook_is_checked(tmp_path, monkeypatch, capsys):
     google.colab._message = message
     monkeypatch.setitem(sys.modules, "google", google)
     monkeypatch.setitem(sys.modules, "google.colab", google.colab)
+    monkeypatch.setenv("NAMES_TXT", str(tmp_path / "elsewhere.txt"))  # beside the notebook wins
     monkeypatch.chdir(tmp_path)
     (tmp_path / "names.txt").write_text("emma\n")
     seen = {}
