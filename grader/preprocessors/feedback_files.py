@@ -17,14 +17,15 @@ DATA_FILES = ("names.txt",)
 
 def drop_data_files(*, assignment: str, student: str, notebooks=None, course_root: str, folder: str) -> None:
     """nbgrader's post_convert_hook for GenerateFeedback: FOLDER/<student>/<assignment>/ without
-    the kit's data files (only regular files the feedback step itself copied)."""
+    the kit's data files (only regular files the feedback step itself copied). nbgrader passes
+    the command's own student id, a glob ("*" unless --student), not the one just written."""
     if assignment != spec.ASSIGNMENT:
         return
-    where = Path(course_root) / folder / student / assignment
-    for name in DATA_FILES:
-        path = where / name
-        if path.is_file() and not path.is_symlink():
-            os.unlink(path)
+    for where in Path(course_root, folder).glob(f"{student}/{assignment}"):
+        for name in DATA_FILES:
+            path = where / name
+            if path.is_file() and not path.is_symlink():
+                os.unlink(path)
 
 
 def feedback_hook(course_root: str, folder: str = "feedback"):

@@ -165,6 +165,7 @@ def fresh_tmp_keeping_mounts(size_mb: int, *, noexec: bool = False, only=None) -
     process of this user left there. Each is held by an O_PATH descriptor while /tmp is
     covered. Call after private_mounts(), with the capabilities still held. `only`: just the
     mounts that hold those paths (within())."""
+    _mount_in_place(only)
     kept = within(mounts_under("/tmp"), only)
     # a mount under another kept one comes back with it (MS_REC)
     tops = [p for p in kept if not any(p.startswith(q + "/") for q in kept)]
@@ -184,6 +185,18 @@ def fresh_tmp_keeping_mounts(size_mb: int, *, noexec: bool = False, only=None) -
     finally:
         for fd in fds.values():
             os.close(fd)
+
+
+def _mount_in_place(paths) -> None:
+    """A folder of `paths` kept under /tmp on no mount of its own there (a clone or a virtualenv
+    in /tmp, where no sandbox bound it: a student's own check, the unconfined mode) becomes a
+    read-only mount of itself, so it comes back on the fresh /tmp with the rest."""
+    for path in paths or ():
+        mounts = mounts_under("/tmp")
+        held = any(path == m or path.startswith(m + "/") for m in mounts)
+        if path.startswith("/tmp/") and os.path.isdir(path) and not held:
+            bind(path, path)
+            _remount_read_only(path, mounts_under("/tmp")[path])
 
 
 def _make_mount_point(point: str, fd: int) -> None:

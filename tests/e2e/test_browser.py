@@ -213,12 +213,15 @@ def test_verdict_lines_wrap_inside_the_formgraders_cells(formgrader, page):
     """erin left every stub: her hints quote the error (up to 240 characters); on a laptop's
     width each wraps inside its cell instead of running past the right edge."""
     page.set_viewport_size({"width": 1024, "height": 900})
-    page.goto(formgrader.url(f"/formgrader/manage_students/erin/{spec.ASSIGNMENT}"))
+    page.goto(formgrader.url("/formgrader"))  # logs in: a deeper page's API calls need the cookie
+    page.wait_for_url("**/formgrader/manage_assignments")
+    page.goto(f"{formgrader.base}/formgrader/manage_students/erin/{spec.ASSIGNMENT}")
     page.get_by_role("link", name=spec.NOTEBOOK, exact=True).click()
     page.wait_for_url("**/formgrader/submissions/*/")
     page.get_by_text("FAIL ex1_dlogprobs: 0/1 points").wait_for()
     verdicts = page.evaluate(
-        """() => [...document.querySelectorAll('pre')].filter(p => / points\n/.test(p.textContent))
+        r"""() => [...document.querySelectorAll('pre')]
+            .filter(p => /^(PASS|FAIL) \S+: .* points\n/.test(p.textContent))
             .map(p => ({text: p.textContent, over: p.scrollWidth - p.clientWidth}))"""
     )
     web.screenshot(page, "formgrader_erin_wrapped")

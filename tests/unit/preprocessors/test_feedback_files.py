@@ -29,3 +29,13 @@ def test_a_link_in_its_place_is_not_followed_or_removed(tmp_path):
     (folder / "names.txt").symlink_to(target)
     feedback_hook(str(tmp_path))(assignment=spec.ASSIGNMENT, student="bob", notebooks=None)
     assert target.read_text() == "keep" and (folder / "names.txt").is_symlink()
+
+
+def test_nbgraders_student_glob_covers_every_folder_it_wrote(tmp_path):
+    """nbgrader hands the hook its --student pattern ("*" by default), not one student's id."""
+    for student in ("alice", "bob"):
+        folder = tmp_path / "feedback" / student / spec.ASSIGNMENT
+        folder.mkdir(parents=True)
+        (folder / "names.txt").write_text("emma\n")
+    feedback_hook(str(tmp_path))(assignment=spec.ASSIGNMENT, student="*", notebooks=[])
+    assert not list((tmp_path / "feedback").glob("*/*/names.txt"))

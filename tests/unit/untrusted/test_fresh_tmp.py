@@ -129,3 +129,49 @@ def test_a_replay_run_keeps_only_the_mounts_of_its_python_and_kit():
     assert isolation.within({"/tmp/ci": set()}, only) == {"/tmp/ci": set()}  # bound whole, it holds them
     assert isolation.within({"/tmp/ci/main/.venv2": set()}, only) == {}  # a name's prefix is not a folder's
     assert isolation.within(mounts, None) == mounts
+
+
+UNBOUND = textwrap.dedent("""\
+    import json, os, sys
+    sys.path.insert(0, sys.argv[2])  # the kit
+    from grader.untrusted import isolation
+
+    venv, beside = sys.argv[1] + '/venv', sys.argv[1] + '/beside.txt'
+    isolation.private_mounts()  # no sandbox bound anything: the venv is a folder of /tmp's
+    isolation.fresh_tmp_keeping_mounts(16, only=[venv, '/usr'])
+    sys.path.insert(0, venv)
+    import lazy
+    try:
+        open(venv + '/new.py', 'w').close()
+        wrote = True
+    except OSError as e:
+        wrote = e.strerror
+    print(json.dumps({'lazy': lazy.VALUE, 'beside': os.path.exists(beside), 'wrote': wrote}))
+    """)
+
+
+@pytest.mark.integration
+def test_a_virtualenv_in_tmp_that_no_sandbox_bound_comes_back_read_only(tmp_path):
+    """The student's own check and the unconfined mode run the replay without bubblewrap: a
+    clone or virtualenv kept under /tmp is then no mount, and a run's fresh /tmp hid it (its
+    first torch.func call could not import torch._dynamo: another hint than the grader's)."""
+    assert str(tmp_path).startswith("/tmp/")
+    (tmp_path / "venv").mkdir()
+    (tmp_path / "venv" / "lazy.py").write_text("VALUE = 'imported on first use'\n")
+    (tmp_path / "beside.txt").write_text("not the installation's")
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.run(
+        ["unshare", "-Urm", sys.executable, "-I", "-c", UNBOUND, str(tmp_path), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=root,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout) == {
+        "lazy": "imported on first use",
+        "beside": False,
+        "wrote": "Read-only file system",
+    }
+    assert not (tmp_path / "venv" / "new.py").exists()
