@@ -193,8 +193,9 @@ def _mount_in_place(paths) -> None:
     read-only mount of itself, so it comes back on the fresh /tmp with the rest."""
     for path in paths or ():
         mounts = mounts_under("/tmp")
-        held = any(path == m or path.startswith(m + "/") for m in mounts)
-        if path.startswith("/tmp/") and os.path.isdir(path) and not held:
+        # a sandbox's bind holds it, or lies inside it (the kit's visible parts, under grader/)
+        bound = any(path == m or path.startswith(m + "/") or m.startswith(path + "/") for m in mounts)
+        if path.startswith("/tmp/") and os.path.isdir(path) and not bound:
             bind(path, path)
             _remount_read_only(path, mounts_under("/tmp")[path])
 

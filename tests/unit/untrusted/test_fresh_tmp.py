@@ -53,7 +53,7 @@ SCRIPT = textwrap.dedent("""\
     if os.fork():
         _, status = os.wait()
         sys.exit(os.waitstatus_to_exitcode(status))
-    isolation.private_scratch(16, keep_mounts=True)
+    isolation.private_scratch(16, keep_mounts=True, only=json.loads(sys.argv[3]))
 
     def writes(path):
         try:
@@ -80,14 +80,17 @@ SCRIPT = textwrap.dedent("""\
 
 
 @pytest.mark.integration
-def test_only_the_mounts_under_tmp_come_back_read_only_where_they_were(tmp_path):
+@pytest.mark.parametrize("only", [None, ["/tmp/clean clone", "/tmp/stage", "/usr"]], ids=["all", "named"])
+def test_only_the_mounts_under_tmp_come_back_read_only_where_they_were(tmp_path, only):
+    """Kept as a replay run keeps its installation (`only`: a folder holding the sandbox's binds,
+    as the kit's folder holds grader/untrusted/ and grader/exercise/), the same mounts come back."""
     (tmp_path / "kit" / "kitpkg").mkdir(parents=True)
     (tmp_path / "kit" / "kitpkg" / "__init__.py").write_text("VALUE = 42\n")
     (tmp_path / "one.py").write_text("one file\n")
     (tmp_path / "shared").mkdir()
     root = Path(__file__).resolve().parents[3]
     proc = subprocess.run(
-        ["unshare", "-Urm", sys.executable, "-I", "-c", SCRIPT, str(tmp_path), str(root)],
+        ["unshare", "-Urm", sys.executable, "-I", "-c", SCRIPT, str(tmp_path), str(root), json.dumps(only)],
         capture_output=True,
         text=True,
         timeout=60,
