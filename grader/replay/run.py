@@ -10,7 +10,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -30,7 +30,7 @@ from ..untrusted.protocol import (
     ReplayPlan,
 )
 from . import results
-from .client import Launcher, exchange_root, launch_sandboxed, server_for
+from .client import Launcher, ReplayServer, exchange_root, launch_sandboxed, server_for
 from .plan import run_order, warm_prefix, with_correct_inputs
 from .results import RunResult
 
@@ -73,6 +73,45 @@ def write_plan(work: Path, cells: list, fresh: FreshInputs, settings: JudgeSetti
     torch.save({"ex4": fresh.ex4_inputs, "train": fresh.train}, work / INPUTS_FILE)
 
 
+@dataclass
+class _Runs:
+    """One submission's runs, sent to the server one at a time: the time they share, and the
+    timeout that a looping answer shortens for the rest."""
+
+    server: ReplayServer
+    work: Path
+    fresh: FreshInputs
+    settings: JudgeSettings
+    names_txt: Path
+    expected: dict
+    t0: float = field(default_factory=time.perf_counter)
+
+    def __post_init__(self):
+        self.timeout = self.settings.run_timeout
+
+    def one(self, run: str, autograd: str, statement_seconds: float | None = None) -> RunResult:
+        total = self.settings.total_timeout
+        if time.perf_counter() - self.t0 > total:
+            return RunResult(f"not run: the submission's {total:g} s were used up")
+        torch.save(with_correct_inputs(run, self.fresh.grads), self.work / INJECT_FILE)
+        status, frame, cpu = self.server.replay(
+            self.work,
+            run=run,
+            names_txt=self.names_txt,
+            timeout=self.timeout,
+            autograd=autograd,
+            statement_seconds=statement_seconds,
+        )
+        if status.startswith(STATUS_TIMED_OUT):
+            self.timeout = min(self.timeout, 5.0)  # a looping answer loops in every run: cap the rest
+        return results.parse_frame(frame, status, self.expected, cpu)
+
+    def graded(self, run: str, mode: str, again: Callable[[RunResult], bool]) -> RunResult:
+        """A run that decides grades; once more where `again` says so, and the second kept."""
+        result = self.one(run, mode)
+        return self.one(run, mode) if result.status == STATUS_OK and again(result) else result
+
+
 def run_replay(
     cells: list,
     fresh: FreshInputs,
@@ -95,48 +134,23 @@ def run_replay(
     try:
         os.chmod(work, 0o755)
         write_plan(work, cells, fresh, settings, names_txt)
-        expected = results.expected_shapes(fresh)
         server = server_for(warm_prefix(cells), launcher)
-        t0 = time.perf_counter()
-        timeout = settings.run_timeout
-
-        def one(run: str, autograd: str, statement_seconds: float | None = None) -> RunResult:
-            nonlocal timeout
-            if time.perf_counter() - t0 > settings.total_timeout:
-                return RunResult(f"not run: the submission's {settings.total_timeout:g} s were used up")
-            torch.save(with_correct_inputs(run, fresh.grads), work / INJECT_FILE)
-            status, frame, cpu = server.replay(
-                work,
-                run=run,
-                names_txt=names_txt,
-                timeout=timeout,
-                autograd=autograd,
-                statement_seconds=statement_seconds,
-            )
-            if status.startswith(STATUS_TIMED_OUT):
-                timeout = min(timeout, 5.0)  # a looping answer loops in every run: cap the rest
-            return results.parse_frame(frame, status, expected, cpu)
-
-        def graded(run: str) -> RunResult:
-            result = one(run, mode)
-            return one(run, mode) if result.status == STATUS_OK and again(result) else result
-
-        runs = {AS_SUBMITTED: graded(AS_SUBMITTED)}
+        r = _Runs(server, work, fresh, settings, names_txt, results.expected_shapes(fresh))
+        runs = {AS_SUBMITTED: r.graded(AS_SUBMITTED, mode, again)}
         for run in then(runs[AS_SUBMITTED]):
-            runs[run] = graded(run)
+            runs[run] = r.graded(run, mode, again)
         # "zero": a watched run where the notebook reached for autograd, only to explain (3x the
         # statement limit: torch.func's first use imports torch._dynamo, seconds);
         # "flag": graded as if autograd were allowed, and always a blocked run to compare with
         if mode == BLOCK:
             reached = runs[AS_SUBMITTED].meta.get("autograd")
-            counterpart = one(AS_SUBMITTED, WATCH, 3 * settings.statement_seconds) if reached else None
+            counterpart = r.one(AS_SUBMITTED, WATCH, 3 * settings.statement_seconds) if reached else None
         else:
-            counterpart = one(AS_SUBMITTED, BLOCK)
+            counterpart = r.one(AS_SUBMITTED, BLOCK)
         (work / INJECT_FILE).unlink(missing_ok=True)
         runs.update({name: RunResult("skipped") for name in run_order() if name not in runs})
         fine = (STATUS_OK, "skipped")
-        problems = [f"run {k}: {r.status}" for k, r in runs.items() if r.status not in fine]
-        seconds = time.perf_counter() - t0
-        return ReplayOutput(runs, seconds, "; ".join(problems) or None, mode, counterpart)
+        problems = [f"run {k}: {res.status}" for k, res in runs.items() if res.status not in fine]
+        return ReplayOutput(runs, time.perf_counter() - r.t0, "; ".join(problems) or None, mode, counterpart)
     finally:
         shutil.rmtree(work, ignore_errors=True)
