@@ -264,12 +264,13 @@ def _grader_seed(student: str) -> int:
 
 @pytest.fixture(scope="module")
 def checked(corpus_course, names_txt):
-    """`backprop-ninja check`'s record of every submission of both corpora, as its student
-    would run it on the notebook handed in (not nbgrader's rebuild of it), with the seed the
-    grader drew for that student."""
+    """`backprop-ninja check`'s record of every submission of the grading corpus (right answers,
+    each classic mistake, carried errors, every cheat), as its student would run it on the
+    notebook handed in (not nbgrader's rebuild of it), with the seed the grader drew for that
+    student. (The hint corpus's 43 agreed too when measured: 100 s more of the suite's time.)"""
     from grader.self_check.check import check_notebook
 
-    students = [c.sample.student for c in CORPUS] + [h.sample.student for h in HINTS]
+    students = [c.sample.student for c in CORPUS]
     return {
         s: check_notebook(
             corpus_course / "submitted" / s / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb",
@@ -280,7 +281,7 @@ def checked(corpus_course, names_txt):
     }
 
 
-@pytest.mark.parametrize("student", [c.sample.student for c in CORPUS] + [h.sample.student for h in HINTS])
+@pytest.mark.parametrize("student", [c.sample.student for c in CORPUS])
 def test_the_students_own_check_gives_the_graders_verdicts(corpus_course, checked, student):
     graded, mine = _record(corpus_course, student)["verdicts"], checked[student]["verdicts"]
     fields = ("score", "carried", "hint")
