@@ -1,12 +1,16 @@
-"""The exercise, defined once: every graded gradient, its grade id and its points.
+"""The exercise, defined once: every graded gradient, its grade id and its points, derived
+from the exercise's definition (its forward pass, grader/exercise/definitions/).
 
 Everything else (the notebook's test cells, the replay, the hints, the report, the
-tests) derives from this list, so a grade id or a point value changes here only.
+tests) derives from this list, so a grade id or a point value changes there only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .definition import Gradient
+from .definitions.backprop_ninja import BACKPROP_NINJA
 
 ASSIGNMENT = "backprop_ninja"
 NOTEBOOK = "backprop_ninja"
@@ -23,55 +27,13 @@ BN_EPS = 1e-5
 LEARNING_RATE = 0.1
 
 
-@dataclass(frozen=True)
-class Gradient:
-    exercise: int
-    name: str  # the student's variable, e.g. "dlogprobs"
-    target: str  # the tensor it is the gradient of, e.g. "logprobs"
-    points: float
-
-    @property
-    def grade_id(self) -> str:
-        return f"ex{self.exercise}_{self.name}"
-
-
-# Exercise 1 in the lecture's backward order: each gradient needs only those before it.
-_EX1 = [
-    "logprobs",
-    "probs",
-    "counts_sum_inv",
-    "counts_sum",
-    "counts",
-    "norm_logits",
-    "logit_maxes",
-    "logits",
-    "h",
-    "W2",
-    "b2",
-    "hpreact",
-    "bngain",
-    "bnraw",
-    "bnbias",
-    "bnvar_inv",
-    "bnvar",
-    "bndiff2",
-    "bndiff",
-    "bnmeani",
-    "hprebn",
-    "embcat",
-    "W1",
-    "b1",
-    "emb",
-    "C",
-]
+# The exercise's tensors, its order and its gradients derive from its definition
+# (grader/exercise/definitions/backprop_ninja.py: the forward pass as the lecture chunks it).
+EXERCISE = BACKPROP_NINJA
 # The lecture's `parameters`, in its order: exercise 4 returns their gradients in this order.
-PARAMETERS = ["C", "W1", "b1", "W2", "b2", "bngain", "bnbias"]
+PARAMETERS = list(EXERCISE.params)
 
-GRADIENTS: list[Gradient] = (
-    [Gradient(1, "d" + t, t, 1.0) for t in _EX1]
-    + [Gradient(2, "dlogits", "logits", 2.0), Gradient(3, "dhprebn", "hprebn", 2.0)]
-    + [Gradient(4, "d" + t, t, 1.0) for t in PARAMETERS]
-)
+GRADIENTS: list[Gradient] = EXERCISE.gradients() + [Gradient(4, "d" + t, t, 1.0) for t in PARAMETERS]
 
 
 @dataclass(frozen=True)

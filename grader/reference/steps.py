@@ -1,5 +1,6 @@
-"""The answers: the lecture's chunked forward pass, each step with its local backward rule
-beside it (as in micrograd), autograd's gradients and the kit's own backprop by the rules.
+"""The answers: each step of the lecture's chunked forward pass (its definition's, in
+grader/exercise/definitions/) with its local backward rule (as micrograd keeps them), autograd's
+gradients and the kit's own backprop by the rules.
 
 Trusted side only: the sandbox never sees this folder, so no answer can import the rules.
 """
@@ -13,15 +14,14 @@ import torch
 import torch.nn.functional as F
 
 from ..exercise.network import BN_EPS
-from ..exercise.spec import PARAMETERS
+from ..exercise.spec import EXERCISE, PARAMETERS
 
 
-# ---------------------------------------------------------------- forward and backward, step by step
+# ---------------------------------------------------------------- each step's backward rule
 @dataclass(frozen=True)
 class Step:
     out: str
-    inputs: tuple[str, ...]
-    forward: Callable[[dict], torch.Tensor]
+    inputs: tuple[str, ...]  # what the step reads, as the definition's expression names it
     # (values, d_out) -> contribution of this step to the gradient of each input
     backward: Callable[[dict, torch.Tensor], dict[str, torch.Tensor]]
 
@@ -48,110 +48,38 @@ def _n(v):
     return v["Xb"].shape[0]
 
 
-STEPS: list[Step] = [
-    Step("emb", ("C",), lambda v: v["C"][v["Xb"]], _emb_backward),
-    Step(
-        "embcat",
-        ("emb",),
-        lambda v: v["emb"].view(v["emb"].shape[0], -1),
-        lambda v, d: {"emb": d.view(v["emb"].shape)},
-    ),
-    Step(
-        "hprebn",
-        ("embcat", "W1", "b1"),
-        lambda v: v["embcat"] @ v["W1"] + v["b1"],
-        lambda v, d: {"embcat": d @ v["W1"].T, "W1": v["embcat"].T @ d, "b1": d.sum(0)},
-    ),
-    Step(
-        "bnmeani",
-        ("hprebn",),
-        lambda v: 1 / _n(v) * v["hprebn"].sum(0, keepdim=True),
-        lambda v, d: {"hprebn": torch.ones_like(v["hprebn"]) * d / _n(v)},
-    ),
-    Step(
-        "bndiff",
-        ("hprebn", "bnmeani"),
-        lambda v: v["hprebn"] - v["bnmeani"],
-        lambda v, d: {"hprebn": d.clone(), "bnmeani": -d.sum(0, keepdim=True)},
-    ),
-    Step("bndiff2", ("bndiff",), lambda v: v["bndiff"] ** 2, lambda v, d: {"bndiff": 2 * v["bndiff"] * d}),
-    Step(
-        "bnvar",
-        ("bndiff2",),
-        lambda v: 1 / (_n(v) - 1) * (v["bndiff2"]).sum(0, keepdim=True),
-        lambda v, d: {"bndiff2": torch.ones_like(v["bndiff2"]) * d / (_n(v) - 1)},
-    ),
-    Step(
-        "bnvar_inv",
-        ("bnvar",),
-        lambda v: (v["bnvar"] + BN_EPS) ** -0.5,
-        lambda v, d: {"bnvar": -0.5 * (v["bnvar"] + BN_EPS) ** -1.5 * d},
-    ),
-    Step(
-        "bnraw",
-        ("bndiff", "bnvar_inv"),
-        lambda v: v["bndiff"] * v["bnvar_inv"],
-        lambda v, d: {"bndiff": v["bnvar_inv"] * d, "bnvar_inv": (v["bndiff"] * d).sum(0, keepdim=True)},
-    ),
-    Step(
-        "hpreact",
-        ("bngain", "bnraw", "bnbias"),
-        lambda v: v["bngain"] * v["bnraw"] + v["bnbias"],
-        lambda v, d: {
-            "bngain": (v["bnraw"] * d).sum(0, keepdim=True),
-            "bnraw": v["bngain"] * d,
-            "bnbias": d.sum(0, keepdim=True),
-        },
-    ),
-    Step(
-        "h",
-        ("hpreact",),
-        lambda v: torch.tanh(v["hpreact"]),
-        lambda v, d: {"hpreact": (1.0 - v["h"] ** 2) * d},
-    ),
-    Step(
-        "logits",
-        ("h", "W2", "b2"),
-        lambda v: v["h"] @ v["W2"] + v["b2"],
-        lambda v, d: {"h": d @ v["W2"].T, "W2": v["h"].T @ d, "b2": d.sum(0)},
-    ),
-    Step("logit_maxes", ("logits",), lambda v: v["logits"].max(1, keepdim=True).values, _max_backward),
-    Step(
-        "norm_logits",
-        ("logits", "logit_maxes"),
-        lambda v: v["logits"] - v["logit_maxes"],
-        lambda v, d: {"logits": d.clone(), "logit_maxes": -d.sum(1, keepdim=True)},
-    ),
-    Step(
-        "counts",
-        ("norm_logits",),
-        lambda v: v["norm_logits"].exp(),
-        lambda v, d: {"norm_logits": v["counts"] * d},
-    ),
-    Step(
-        "counts_sum",
-        ("counts",),
-        lambda v: v["counts"].sum(1, keepdims=True),
-        lambda v, d: {"counts": torch.ones_like(v["counts"]) * d},
-    ),
-    Step(
-        "counts_sum_inv",
-        ("counts_sum",),
-        lambda v: v["counts_sum"] ** -1,
-        lambda v, d: {"counts_sum": -(v["counts_sum"] ** -2) * d},
-    ),
-    Step(
-        "probs",
-        ("counts", "counts_sum_inv"),
-        lambda v: v["counts"] * v["counts_sum_inv"],
-        lambda v, d: {
-            "counts": v["counts_sum_inv"] * d,
-            "counts_sum_inv": (v["counts"] * d).sum(1, keepdim=True),
-        },
-    ),
-    Step("logprobs", ("probs",), lambda v: v["probs"].log(), lambda v, d: {"probs": d / v["probs"]}),
-    Step("loss", ("logprobs",), lambda v: -v["logprobs"][range(_n(v)), v["Yb"]].mean(), _loss_backward),
-]
+# The local rule of each step of the definition's forward pass (its expression is beside it in
+# grader/exercise/definitions/backprop_ninja.py): d_out -> each input's share.
+RULES: dict[str, Callable[[dict, torch.Tensor], dict[str, torch.Tensor]]] = {
+    "emb": _emb_backward,
+    "embcat": lambda v, d: {"emb": d.view(v["emb"].shape)},
+    "hprebn": lambda v, d: {"embcat": d @ v["W1"].T, "W1": v["embcat"].T @ d, "b1": d.sum(0)},
+    "bnmeani": lambda v, d: {"hprebn": torch.ones_like(v["hprebn"]) * d / _n(v)},
+    "bndiff": lambda v, d: {"hprebn": d.clone(), "bnmeani": -d.sum(0, keepdim=True)},
+    "bndiff2": lambda v, d: {"bndiff": 2 * v["bndiff"] * d},
+    "bnvar": lambda v, d: {"bndiff2": torch.ones_like(v["bndiff2"]) * d / (_n(v) - 1)},
+    "bnvar_inv": lambda v, d: {"bnvar": -0.5 * (v["bnvar"] + BN_EPS) ** -1.5 * d},
+    "bnraw": lambda v, d: {"bndiff": v["bnvar_inv"] * d, "bnvar_inv": (v["bndiff"] * d).sum(0, keepdim=True)},
+    "hpreact": lambda v, d: {
+        "bngain": (v["bnraw"] * d).sum(0, keepdim=True),
+        "bnraw": v["bngain"] * d,
+        "bnbias": d.sum(0, keepdim=True),
+    },
+    "h": lambda v, d: {"hpreact": (1.0 - v["h"] ** 2) * d},
+    "logits": lambda v, d: {"h": d @ v["W2"].T, "W2": v["h"].T @ d, "b2": d.sum(0)},
+    "logit_maxes": _max_backward,
+    "norm_logits": lambda v, d: {"logits": d.clone(), "logit_maxes": -d.sum(1, keepdim=True)},
+    "counts": lambda v, d: {"norm_logits": v["counts"] * d},
+    "counts_sum": lambda v, d: {"counts": torch.ones_like(v["counts"]) * d},
+    "counts_sum_inv": lambda v, d: {"counts_sum": -(v["counts_sum"] ** -2) * d},
+    "probs": lambda v, d: {
+        "counts": v["counts_sum_inv"] * d,
+        "counts_sum_inv": (v["counts"] * d).sum(1, keepdim=True),
+    },
+    "logprobs": lambda v, d: {"probs": d / v["probs"]},
+    "loss": _loss_backward,
+}
+STEPS: list[Step] = [Step(s.name, EXERCISE.inputs[s.name], RULES[s.name]) for s in EXERCISE.steps]
 STEP_OF = {s.out: s for s in STEPS}
 
 
@@ -174,14 +102,12 @@ def upstream(name: str) -> set[str]:
 
 
 def forward(params: dict, Xb: torch.Tensor, Yb: torch.Tensor, *, track: bool = False) -> dict:
-    """Run the chunked forward pass; with track=True every tensor keeps its autograd grad."""
+    """Run the chunked forward pass (the definition's); with track=True every tensor keeps its
+    autograd grad."""
     v = {k: t.detach().clone().requires_grad_(track) for k, t in params.items()}
     v["Xb"], v["Yb"], v["n"] = Xb, Yb, Xb.shape[0]
-    for s in STEPS:
-        v[s.out] = s.forward(v)
-        if track and s.out != "loss":
-            v[s.out].retain_grad()
-    return v
+    keep = (lambda name, t: t.retain_grad() if name != EXERCISE.loss else None) if track else None
+    return EXERCISE.forward(v, on_step=keep)
 
 
 def autograd_grads(params: dict, Xb: torch.Tensor, Yb: torch.Tensor) -> tuple[dict, dict]:

@@ -1,0 +1,140 @@
+"""A backprop exercise defined by its forward pass alone (issue 21): the instructor writes the
+steps, each an ordinary torch expression of earlier names, as the lecture "chunkates" its
+forward pass; the rest derives from them here: what each step reads (its inputs, in the order
+the expression names them), who reads each tensor (its consumers: one branch of its gradient
+each), the order a student backpropagates in, and the graded gradients with their grade ids.
+
+The definitions themselves live in grader/exercise/definitions/, one module an exercise. This
+folder is visible inside the sandbox: a definition holds the forward pass students see, never a
+backward rule (the references are autograd's, in the judge's process).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from functools import cached_property
+
+
+@dataclass(frozen=True)
+class Step:
+    """`name = expr`, one line of the chunked forward pass; `note` is its comment in the cell."""
+
+    name: str
+    expr: str
+    note: str = ""
+
+    def names_read(self) -> list[str]:
+        """Every name the expression reads, in the order it first reads them."""
+        seen: list[str] = []
+        for node in ast.walk(ast.parse(self.expr, mode="eval")):
+            if isinstance(node, ast.Name) and node.id not in seen:
+                seen.append(node.id)
+        return sorted(seen, key=lambda n: _first_column(self.expr, n))
+
+
+def _first_column(expr: str, name: str) -> int:
+    tree = ast.parse(expr, mode="eval")
+    return min(n.col_offset for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name)
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """A graded gradient: `name` the student's variable (dX), `target` the tensor X."""
+
+    exercise: int
+    name: str
+    target: str
+    points: float
+
+    @property
+    def grade_id(self) -> str:
+        return f"ex{self.exercise}_{self.name}"
+
+
+@dataclass(frozen=True)
+class InOneGo:
+    """An exercise that asks one gradient in one formula ("in one go"), from the gradient of
+    `start` (the loss itself when it is the loss) through the steps in between."""
+
+    exercise: int
+    target: str
+    start: str
+    points: float
+
+
+@dataclass(frozen=True)
+class Definition:
+    """An exercise: its parameters (leaves with a gradient), its data (leaves without one: the
+    batch), its constants (sizes the expressions read, such as n), and its forward steps in
+    order, the last one the loss. `asked`: exercise 1's tensors (default: every intermediate
+    and parameter, in backward order); `points`: per tensor (default 1); `in_one_go`: the
+    exercises after exercise 1."""
+
+    name: str
+    params: tuple[str, ...]
+    data: tuple[str, ...]
+    constants: tuple[str, ...]
+    steps: tuple[Step, ...]
+    asked: tuple[str, ...] | None = None
+    points: dict[str, float] = field(default_factory=dict)
+    in_one_go: tuple[InOneGo, ...] = ()
+
+    @property
+    def loss(self) -> str:
+        return self.steps[-1].name
+
+    @cached_property
+    def inputs(self) -> dict[str, tuple[str, ...]]:
+        """Step -> the tensors it reads that have a gradient (parameters and earlier steps)."""
+        graded = set(self.params)
+        out = {}
+        for s in self.steps:
+            out[s.name] = tuple(n for n in s.names_read() if n in graded)
+            graded.add(s.name)
+        return out
+
+    def consumers(self, name: str) -> list[str]:
+        """The steps that read `name`, in forward order: each is one branch of its gradient."""
+        return [s.name for s in self.steps if name in self.inputs[s.name]]
+
+    def backward_order(self) -> list[str]:
+        """Every tensor with a gradient, each once all its consumers are done: the steps taken
+        last to first, each one's inputs in the order it reads them (the lecture's order)."""
+        done, order = {self.loss}, []
+        for s in reversed(self.steps):
+            if s.name not in done:
+                continue
+            for x in self.inputs[s.name]:
+                if x not in done and all(c in done for c in self.consumers(x)):
+                    order.append(x)
+                    done.add(x)
+        return order
+
+    def gradients(self) -> list[Gradient]:
+        """Exercise 1's gradients in backward order, then the in-one-go exercises'."""
+        asked = list(self.asked) if self.asked is not None else self.backward_order()
+        ex1 = [Gradient(1, "d" + t, t, float(self.points.get(t, 1.0))) for t in asked]
+        return ex1 + [Gradient(g.exercise, "d" + g.target, g.target, g.points) for g in self.in_one_go]
+
+    @cached_property
+    def _code(self) -> dict:
+        return {s.name: compile(s.expr, f"<{self.name}: {s.name}>", "eval") for s in self.steps}
+
+    def forward(self, values: dict, on_step=None) -> dict:
+        """Every step's tensor, evaluated in order from `values` (parameters, data, constants):
+        torch and torch.nn.functional as F are in scope, as in the notebook. `on_step(name,
+        tensor)` sees each one as it is made (the references keep its gradient)."""
+        import torch
+        import torch.nn.functional as F
+
+        v = dict(values)
+        for s in self.steps:
+            v[s.name] = eval(self._code[s.name], {"torch": torch, "F": F}, v)  # the instructor's own text
+            if on_step is not None:
+                on_step(s.name, v[s.name])
+        return v
+
+    def forward_source(self) -> str:
+        """The forward cell's code: each step on its line, its note beside it."""
+        return "\n".join(f"{s.name} = {s.expr}" + (f" # {s.note}" if s.note else "") for s in self.steps)

@@ -1,0 +1,1 @@
+"""The exercises, one definition a module (grader/exercise/definition.py says what one holds)."""
