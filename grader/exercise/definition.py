@@ -125,15 +125,19 @@ class Definition:
         """Every step's tensor, evaluated in order from `values` (parameters, data, constants):
         torch and torch.nn.functional as F are in scope, as in the notebook. `on_step(name,
         tensor)` sees each one as it is made (the references keep its gradient)."""
-        import torch
-        import torch.nn.functional as F
-
         v = dict(values)
         for s in self.steps:
-            v[s.name] = eval(self._code[s.name], {"torch": torch, "F": F}, v)  # the instructor's own text
+            v[s.name] = self.forward_step(s.name, v)
             if on_step is not None:
                 on_step(s.name, v[s.name])
         return v
+
+    def forward_step(self, name: str, values: dict):
+        """One step's tensor from `values` (what it reads, and the constants)."""
+        import torch
+        import torch.nn.functional as F
+
+        return eval(self._code[name], {"torch": torch, "F": F}, dict(values))  # the instructor's own text
 
     def forward_source(self) -> str:
         """The forward cell's code: each step on its line, its note beside it."""

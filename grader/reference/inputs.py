@@ -1,7 +1,7 @@
 """Fresh inputs and their references: what one submission's replay is judged on.
 
 Per student, fresh parameters and a fresh batch (from JudgeSettings.seed), the reference
-gradients by autograd and, for the hints, by the step rules branch by branch; exercise 4's
+gradients by autograd and, for the hints, each branch's share of them (autograd too); exercise 4's
 inputs and references; and the training run the kit's own backward makes from the same
 start, which the student's must come close to. Trusted side only.
 """
@@ -24,7 +24,7 @@ EVAL_EXAMPLES = 4000
 class FreshInputs:
     values: dict[str, torch.Tensor]  # exercises 1-3: every forward value on the fresh batch
     grads: dict[str, torch.Tensor]  # ... and the gradient of the loss w.r.t. each (autograd)
-    branches: dict[str, dict[str, torch.Tensor]]  # tensor -> consumer -> its share of the gradient
+    branches: dict[str, dict[str, torch.Tensor]]  # a tensor read twice -> reader -> its share
     ex4_inputs: dict[str, torch.Tensor]  # manual_backward's arguments (spec.EX4_ARGUMENTS)
     ex4_reference: dict[str, torch.Tensor]  # parameter -> autograd's gradient
     train: dict[str, torch.Tensor]  # the training run's start (spec.PARAMETERS), Xtr, Ytr
@@ -60,7 +60,7 @@ def _fresh_inputs(ds: network.Dataset, settings: JudgeSettings) -> FreshInputs:
     params, g = network.init_params(seed=seed, vocab_size=ds.vocab_size)
     Xb, Yb = network.draw_batch(ds.Xtr, ds.Ytr, g, settings.batch_size)
     values, grads = steps.autograd_grads(params, Xb, Yb)
-    _, branches = steps.manual_grads(values)
+    branches = steps.autograd_branches(values, grads)
     p4, g4 = network.init_params(seed=seed + 1, vocab_size=ds.vocab_size, n_hidden=network.N_HIDDEN_TRAIN)
     X4, Y4 = network.draw_batch(ds.Xtr, ds.Ytr, g4, settings.batch_size)
     v4 = network.cross_entropy_forward(p4, X4, Y4, track=True)

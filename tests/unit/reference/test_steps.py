@@ -177,3 +177,17 @@ def test_exercise_1_order_is_a_backward_order(gradient):
     position = EX1_ORDER.index(gradient.target)
     for up in steps.upstream(gradient.target):
         assert EX1_ORDER.index(up) < position, f"d{up} is needed by {gradient.name} but comes later"
+
+
+def test_each_branchs_share_by_autograd_is_the_rules(lecture_batch):
+    """The missing-branch hint's references come from autograd alone (a new exercise has no
+    rules): for every tensor read twice, each reader's share equals what its rule gives."""
+    values, grads = steps.autograd_grads(*lecture_batch)
+    shares = steps.autograd_branches(values, grads)
+    _, by_rules = steps.manual_grads(values)
+    assert sorted(shares) == sorted(k for k, v in by_rules.items() if len(v) > 1)
+    assert sorted(shares) == ["bndiff", "counts", "hprebn", "logits"]
+    for name, readers in shares.items():
+        assert set(readers) == set(by_rules[name]), name
+        for reader, share in readers.items():
+            torch.testing.assert_close(share, by_rules[name][reader], rtol=1e-5, atol=1e-8)
