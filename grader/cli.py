@@ -22,6 +22,7 @@ VERBS = {
     "data": ("grader.exercise.data", "obtain makemore's names.txt"),
     "samples": ("grader.incoming.samples", "write the demo's sample class into submitted/"),
     "init": ("grader.new_course.init", "a new course folder with the kit's assignment, anywhere"),
+    "new": ("grader.authoring.new", "an exercise written from its forward pass alone, into a course"),
     "check": (
         "grader.self_check.check",
         "with a notebook, its grades here (a student's own check); without, the sandbox",

@@ -55,12 +55,26 @@ class Gradient:
 @dataclass(frozen=True)
 class InOneGo:
     """An exercise that asks one gradient in one formula ("in one go"), from the gradient of
-    `start` (the loss itself when it is the loss) through the steps in between."""
+    `start` (the loss itself when it is the loss) through the steps in between. `title` and
+    `text` head its section of the notebook; `solution` is the instructor's answer."""
 
     exercise: int
     target: str
     start: str
     points: float
+    title: str = ""
+    text: str = ""
+    solution: str = ""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A locked setup cell of the notebook (the data, the sizes, the parameters, the batch),
+    with the text shown above it."""
+
+    grade_id: str
+    code: str
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,7 +83,12 @@ class Definition:
     batch), its constants (sizes the expressions read, such as n), and its forward steps in
     order, the last one the loss. `asked`: exercise 1's tensors (default: every intermediate
     and parameter, in backward order); `points`: per tensor (default 1); `in_one_go`: the
-    exercises after exercise 1."""
+    exercises after exercise 1.
+
+    What the notebook needs besides (grader/authoring/ writes it): `setup`, the locked cells
+    that define every parameter, data and constant name (parameters with requires_grad); the
+    `title` and `intro`; `solution`, the instructor's answer to exercise 1; `files`, what the
+    setup reads from beside the notebook (names.txt)."""
 
     name: str
     params: tuple[str, ...]
@@ -79,6 +98,44 @@ class Definition:
     asked: tuple[str, ...] | None = None
     points: dict[str, float] = field(default_factory=dict)
     in_one_go: tuple[InOneGo, ...] = ()
+    setup: tuple[Cell, ...] = ()
+    title: str = ""
+    intro: str = ""
+    solution: str = ""
+    files: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        for g in self.in_one_go:
+            if g.start != self.loss and g.start not in self.inputs:
+                raise ValueError(f"{self.name}: exercise {g.exercise} starts from {g.start!r}, not a step")
+            if not self.only_through(g.target, g.start):
+                raise ValueError(
+                    f"{self.name}: exercise {g.exercise}: {g.target!r} reaches the loss other than "
+                    f"through {g.start!r}, so its gradient is not d{g.start} pulled back"
+                )
+
+    def only_through(self, name: str, start: str) -> bool:
+        """Whether every path from `name` to the loss passes through `start`."""
+        todo = list(self.consumers(name))
+        while todo:
+            c = todo.pop()
+            if c == start:
+                continue
+            if c == self.loss:
+                return False
+            todo.extend(self.consumers(c))
+        return True
+
+    def segment(self, g: InOneGo) -> list[Step]:
+        """The steps an in-one-go exercise backpropagates through: from its target to its start."""
+        between, todo = set(), list(self.consumers(g.target))
+        while todo:
+            c = todo.pop()
+            if c not in between:
+                between.add(c)
+                if c != g.start:
+                    todo.extend(self.consumers(c))
+        return [s for s in self.steps if s.name in between]
 
     @property
     def loss(self) -> str:

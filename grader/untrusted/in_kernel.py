@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import torch
 
 from ..exercise import network, spec
-from ..exercise.compare import MISSING
-from ..exercise.verdict import Verdict, gradient_verdict
+from ..exercise.compare import MISSING, compare
+from ..exercise.definition import Gradient
+from ..exercise.verdict import Verdict, from_comparison, gradient_verdict
 from .backward_call import BackwardFailed, call_manual_backward, raised
 
 # The loss after the kernel's capped training run must have fallen this much below the loss
@@ -42,13 +43,36 @@ def grade(grade_id: str, ns: dict) -> float:
     return float(min(max(verdict.score, 0.0), verdict.max_score))
 
 
+def grade_gradient(grade_id: str, ns: dict, points: float) -> float:
+    """A written exercise's hidden test (grader/authoring/): `ex<k>_d<X>` asks the gradient dX,
+    compared with X.grad from the notebook's autograd cell."""
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        exercise, name = grade_id.removeprefix("ex").split("_", 1)
+        item = Gradient(int(exercise), name, name[1:], float(points))
+        try:
+            verdict = _gradient(item, ns)
+        except Exception as e:  # a broken namespace must cost this cell only, with a message
+            verdict = Verdict(grade_id, 0.0, item.points, [f"could not grade: {type(e).__name__}: {e}"])
+    print(verdict.text())
+    return float(min(max(verdict.score, 0.0), verdict.max_score))
+
+
+def _gradient(item: Gradient, ns: dict) -> Verdict:
+    reference = getattr(ns.get(item.target), "grad", None)
+    if reference is None:
+        raise RuntimeError(
+            f"no autograd reference: run the forward and backward cells ({item.target}.grad is None)"
+        )
+    return from_comparison(item, compare(item.name, ns.get(item.name, MISSING), reference))
+
+
 def _verdict(item, ns: dict) -> Verdict:
     if item == spec.TRAINING:
         return training_verdict(ns.get("lossi"), initial_loss=_ex4_initial_loss(ns))
     if item.exercise == 4:
         return ex4_verdict(item, _ex4_run(ns))
-    target = ns.get(item.target)
-    reference = getattr(target, "grad", None)
+    reference = getattr(ns.get(item.target), "grad", None)
     if reference is None:
         raise RuntimeError(
             f"no autograd reference: run the forward and backward cells ({item.target}.grad is None)"

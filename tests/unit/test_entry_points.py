@@ -33,6 +33,7 @@ OWN_OPTION = {
     "data": "--source",
     "samples": "course",
     "init": "--course-id",
+    "new": "--name",
     "check": "--names-txt",
 }
 

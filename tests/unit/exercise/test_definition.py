@@ -11,11 +11,11 @@ import json
 import torch
 
 from grader.exercise import spec
-from grader.exercise.definition import Definition, Step
 from grader.exercise.definitions.backprop_ninja import BACKPROP_NINJA as NINJA
 from grader.reference import steps
 
 from conftest import ROOT
+from tiny_exercise import TINY
 
 # The grade ids and points TAs' gradebooks hold: never changed by a refactoring.
 EX1_TENSORS = [
@@ -59,20 +59,6 @@ def test_the_definitions_forward_is_the_step_rules_forward(lecture_batch):
     theirs = steps.forward(params, Xb, Yb)
     for s in NINJA.steps:
         assert torch.equal(ours[s.name], theirs[s.name]), s.name
-
-
-TINY = Definition(  # a linear layer with softmax: the third exercise a test adds in a dozen lines
-    name="tiny",
-    params=("W", "b"),
-    data=("X", "y"),
-    constants=("n",),
-    steps=(
-        Step("logits", "X @ W + b"),
-        Step("probs", "F.softmax(logits, 1)"),
-        Step("logprobs", "probs.log()"),
-        Step("loss", "-logprobs[range(n), y].mean()"),
-    ),
-)
 
 
 def test_a_third_exercise_gets_its_order_gradients_and_forward():

@@ -27,11 +27,13 @@ EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
 
 
 def test_the_notebooks_entry_point_is_in_kernel_grade():
-    """The hidden test cells run `from grader.incell import grade`: a stable name, visible in
-    the sandbox, for grader/untrusted/in_kernel.py's grade."""
+    """The hidden test cells run `from grader.incell import grade` (an exercise written from its
+    definition, `grade_gradient`): stable names, visible in the sandbox, for
+    grader/untrusted/in_kernel.py's."""
     import grader.incell
 
-    assert grade is in_kernel.grade and grader.incell.__all__ == ["grade"]
+    assert grade is in_kernel.grade and grader.incell.grade_gradient is in_kernel.grade_gradient
+    assert grader.incell.__all__ == ["grade", "grade_gradient"]
 
 
 def notebook_namespace(seed: int = network.LECTURE_SEED) -> dict:

@@ -1,0 +1,111 @@
+"""grader/authoring/ in-process: the notebook an exercise's definition writes (its cells, grade
+ids and points, the same bytes every time), the instructor's check of the solutions against
+autograd, and the notebook's own cells run in order: the solution earns every point, a mistake
+costs its gradient's point only and `cmp` says what is wrong."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import replace
+
+import nbformat
+import pytest
+
+from grader.authoring.check import problems
+from grader.authoring.cmp_cell import feeds
+from grader.authoring.notebook import instructor_notebook
+from grader.exercise.definition import InOneGo, Step
+
+from tiny_exercise import TINY
+
+EX1 = ["dlogprobs", "dprobs", "dlogits", "dW", "db"]
+
+
+def _meta(nb):
+    return [c.metadata["nbgrader"] for c in nb.cells]
+
+
+def test_the_notebook_has_the_lectures_cells_and_one_grade_cell_a_gradient():
+    nb = instructor_notebook(TINY)
+    ids = [m["grade_id"] for m in _meta(nb)]
+    assert ids == [
+        *("intro", "imports", "data_md", "data", "cmp", "forward_md", "forward", "autograd"),
+        *("ex1_md", "ex1_solution", "ex1_check"),
+        *(f"ex1_{name}" for name in EX1),
+    ]
+    graded = [m for m in _meta(nb) if m["grade"]]
+    assert [(m["grade_id"], m["points"], m["locked"]) for m in graded] == [
+        (f"ex1_{x}", 1.0, True) for x in EX1
+    ]
+    assert [m["grade_id"] for m in _meta(nb) if m["solution"]] == ["ex1_solution"]
+    assert all(m["locked"] for m in _meta(nb) if not m["solution"])
+    cells = {m["grade_id"]: c.source for m, c in zip(_meta(nb), nb.cells)}
+    assert 'grade_gradient("ex1_dW", globals(), points=1.0)' in cells["ex1_dW"]
+    assert "### BEGIN HIDDEN TESTS" in cells["ex1_dW"] and "### BEGIN SOLUTION" in cells["ex1_solution"]
+    assert cells["forward"].splitlines()[1:] == [f"{s.name} = {s.expr}" for s in TINY.steps]
+    assert "Total: 5 points." in cells["intro"]
+    nbformat.validate(nb)
+    assert nbformat.writes(nb) == nbformat.writes(instructor_notebook(TINY))  # the same bytes again
+
+
+def test_cmp_knows_what_each_gradient_is_computed_from():
+    assert feeds(TINY) == {
+        "logprobs": [],
+        "probs": ["logprobs"],
+        "logits": ["probs"],
+        "W": ["logits"],
+        "b": ["logits"],
+    }
+
+
+def test_the_solutions_are_checked_against_autograd(tmp_path):
+    assert problems(TINY, tmp_path) == []
+    wrong = replace(TINY, solution=TINY.solution.replace("X.T @ dlogits", "(X.T @ dlogits) / n"))
+    (said,) = problems(wrong, tmp_path)  # one mistake, one gradient
+    assert said.startswith("exercise 1: dW differs from autograd's by 0.")
+    assert (
+        problems(replace(TINY, solution="dW = 0"), tmp_path)[0]
+        == "exercise 1: dlogprobs is not a tensor of shape (8, 5)"
+    )
+
+
+def _run_cells(nb, answer: str | None = None) -> tuple[dict, str]:
+    """The notebook's code cells in order, in one namespace, as a kernel runs them."""
+    ns, out = {}, io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for m, c in zip(_meta(nb), nb.cells):
+            if c.cell_type == "code":
+                code = answer if (answer is not None and m["solution"]) else c.source
+                exec(compile(code, m["grade_id"], "exec"), ns)
+                if m["grade"]:
+                    ns.setdefault("_scores", {})[m["grade_id"]] = eval(code.splitlines()[-2], ns)
+    return ns["_scores"], out.getvalue()
+
+
+def test_the_solution_earns_every_point_and_a_mistake_costs_its_gradient_only():
+    nb = instructor_notebook(TINY)
+    scores, _ = _run_cells(nb)
+    assert scores == {f"ex1_{x}": 1.0 for x in EX1}
+    transposed = TINY.solution.replace("dW = X.T @ dlogits", "dW = (X.T @ dlogits).T")
+    scores, said = _run_cells(nb, transposed)
+    assert scores == {f"ex1_{x}": 0.0 if x == "dW" else 1.0 for x in EX1}
+    assert "W               | shape (5, 3), expected (3, 5): transposed?" in said
+    assert "FAIL ex1_dW: 0/1 points" in said
+
+
+def test_an_in_one_go_exercise_gets_its_section_and_a_wrong_start_is_refused():
+    two = replace(TINY, in_one_go=(InOneGo(2, "logits", "loss", 2.0, "Softmax and cross entropy in one go"),))
+    cells = {
+        m["grade_id"]: c.source
+        for m, c in zip(_meta(instructor_notebook(two)), instructor_notebook(two).cells)
+    }
+    assert "## Exercise 2: Softmax and cross entropy in one go (2 points)" in cells["ex2_md"]
+    assert (
+        "probs = F.softmax(logits, 1)\nlogprobs = probs.log()\nloss = -logprobs[range(n), y].mean()"
+        in cells["ex2_md"]
+    )
+    assert 'grade_gradient("ex2_dlogits", globals(), points=2.0)' in cells["ex2_dlogits"]
+    reread = (*TINY.steps[:-1], Step("loss", "-logprobs[range(n), y].mean() + logits.sum()"))
+    with pytest.raises(ValueError, match="'logits' reaches the loss other than through 'probs'"):
+        replace(TINY, steps=reread, in_one_go=(InOneGo(2, "logits", "probs", 1.0),))
