@@ -10,15 +10,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from ..exercise.definition import Definition
+from .notebook import IMPORTS
 
 
 def run_notebook_code(d: Definition, folder: Path) -> dict:
     """The notebook's setup, forward and autograd cells in one namespace, in `folder` (where the
     setup finds its files)."""
-    ns: dict = {"torch": torch, "F": F}
+    ns: dict = {}
+    exec(IMPORTS, ns)
     with _cwd(folder):
         for c in d.setup:
             exec(compile(c.code, f"<{d.name}: {c.grade_id}>", "exec"), ns)

@@ -22,7 +22,7 @@ HOW_TO_WORK = (
 def instructor_notebook(d: Definition) -> nbformat.NotebookNode:
     if not d.setup:
         raise ValueError(f"{d.name}: no setup cells, so the notebook could not define its tensors")
-    cells = [_locked("intro", new_markdown_cell(_intro(d))), _locked("imports", new_code_cell(_IMPORTS))]
+    cells = [_locked("intro", new_markdown_cell(_intro(d))), _locked("imports", new_code_cell(IMPORTS))]
     for c in d.setup:
         if c.text:
             cells.append(_locked(f"{c.grade_id}_md", new_markdown_cell(c.text)))
@@ -48,7 +48,7 @@ def instructor_notebook(d: Definition) -> nbformat.NotebookNode:
     return nb
 
 
-_IMPORTS = "import torch\nimport torch.nn.functional as F"
+IMPORTS = "import os\n\nimport torch\nimport torch.nn.functional as F"
 _FORWARD_MD = (
     '## The forward pass, "chunkated"\n\nThe forward pass is split into small steps so that each '
     "can be backpropagated on its own. The next cell also lets PyTorch compute every gradient, the "

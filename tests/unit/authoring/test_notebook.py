@@ -5,8 +5,6 @@ costs its gradient's point only and `cmp` says what is wrong."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 from dataclasses import replace
 
 import nbformat
@@ -17,6 +15,7 @@ from grader.authoring.cmp_cell import feeds
 from grader.authoring.notebook import instructor_notebook
 from grader.exercise.definition import InOneGo, Step
 
+from authored_cells import run_cells
 from tiny_exercise import TINY
 
 EX1 = ["dlogprobs", "dprobs", "dlogits", "dW", "db"]
@@ -70,25 +69,12 @@ def test_the_solutions_are_checked_against_autograd(tmp_path):
     )
 
 
-def _run_cells(nb, answer: str | None = None) -> tuple[dict, str]:
-    """The notebook's code cells in order, in one namespace, as a kernel runs them."""
-    ns, out = {}, io.StringIO()
-    with contextlib.redirect_stdout(out):
-        for m, c in zip(_meta(nb), nb.cells):
-            if c.cell_type == "code":
-                code = answer if (answer is not None and m["solution"]) else c.source
-                exec(compile(code, m["grade_id"], "exec"), ns)
-                if m["grade"]:
-                    ns.setdefault("_scores", {})[m["grade_id"]] = eval(code.splitlines()[-2], ns)
-    return ns["_scores"], out.getvalue()
-
-
 def test_the_solution_earns_every_point_and_a_mistake_costs_its_gradient_only():
     nb = instructor_notebook(TINY)
-    scores, _ = _run_cells(nb)
+    scores, _ = run_cells(nb)
     assert scores == {f"ex1_{x}": 1.0 for x in EX1}
     transposed = TINY.solution.replace("dW = X.T @ dlogits", "dW = (X.T @ dlogits).T")
-    scores, said = _run_cells(nb, transposed)
+    scores, said = run_cells(nb, transposed)
     assert scores == {f"ex1_{x}": 0.0 if x == "dW" else 1.0 for x in EX1}
     assert "W               | shape (5, 3), expected (3, 5): transposed?" in said
     assert "FAIL ex1_dW: 0/1 points" in said

@@ -11,6 +11,7 @@ import json
 import torch
 
 from grader.exercise import spec
+from grader.exercise.definitions import names
 from grader.exercise.definitions.backprop_ninja import BACKPROP_NINJA as NINJA
 from grader.reference import steps
 
@@ -71,3 +72,9 @@ def test_a_third_exercise_gets_its_order_gradients_and_forward():
     X, W, b = torch.randn(4, 3, generator=g), torch.randn(3, 5, generator=g), torch.zeros(5)
     loss = TINY.forward({"X": X, "y": torch.tensor([0, 1, 2, 3]), "W": W, "b": b, "n": 4})["loss"]
     assert torch.allclose(loss, torch.nn.functional.cross_entropy(X @ W + b, torch.tensor([0, 1, 2, 3])))
+
+
+def test_the_lectures_data_cell_is_the_one_every_names_exercise_shares():
+    nb = json.loads((ROOT / "source" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb").read_text())
+    cells = {c["metadata"].get("nbgrader", {}).get("grade_id"): "".join(c["source"]) for c in nb["cells"]}
+    assert (cells["data_md"], cells["data_read"]) == (names.READ_NAMES_TEXT, names.READ_NAMES)
