@@ -13,6 +13,9 @@ from .names import READ_NAMES, READ_NAMES_TEXT
 
 STREAM = """\
 # one stream of characters, the names separated by '.', as a GPT reads text
+import random
+random.seed(42)
+random.shuffle(words)  # as the lecture shuffles them: the names held out are like the rest
 chars = sorted(list(set(''.join(words))))
 stoi = {s:i+1 for i,s in enumerate(chars)}
 stoi['.'] = 0

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from grader.authoring.check import problems, run_notebook_code
 from grader.authoring.notebook import instructor_notebook
+from grader.authoring.train import train
 from grader.exercise.definitions.gpt_block import GPT_BLOCK as GPT
 
 from authored_cells import run_cells
@@ -73,3 +74,8 @@ def test_the_notebook_gives_the_solution_every_point(folder, monkeypatch):
     scores, said = run_cells(instructor_notebook(GPT))
     assert scores == {g.grade_id: g.points for g in GPT.gradients()} and len(scores) == 61
     assert "approximate: False" not in said
+
+
+def test_the_hand_written_backward_trains_the_block(folder):
+    run = train(GPT, folder, steps=300, lr=0.3)
+    assert run.losses[0] > 3.9 and run.mean_loss(50) < 2.9  # from above ln(27) = 3.3 to well below it
