@@ -5,6 +5,8 @@ gradients. The same order of cells as the notebook, so what passes here passes t
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +22,7 @@ def run_notebook_code(d: Definition, folder: Path) -> dict:
     setup finds its files)."""
     ns: dict = {}
     exec(IMPORTS, ns)
-    with _cwd(folder):
+    with _cwd(folder), contextlib.redirect_stdout(io.StringIO()):  # what the cells print is the students'
         for c in d.setup:
             exec(compile(c.code, f"<{d.name}: {c.grade_id}>", "exec"), ns)
     missing = [x for x in (*d.params, *d.data, *d.constants) if x not in ns]

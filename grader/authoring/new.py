@@ -21,18 +21,27 @@ from ..new_course.init import InitError, config_text
 from .check import problems
 from .notebook import instructor_notebook
 
+SHIPPED_IN = "grader.exercise.definitions"
+SHIPPED = ("gpt_block",)  # written by `new`; backprop_ninja's notebook is the lecture's, by hand
+
 
 class NewError(Exception):
     """What stops an exercise from being written, said for the instructor."""
 
 
 def load_definition(path: Path, name: str | None = None) -> Definition:
-    """The Definition in the file (the one named `name` when it holds several)."""
-    spec = importlib.util.spec_from_file_location(f"_exercise_{path.stem}", path)
-    if spec is None or not path.is_file():
-        raise NewError(f"{path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # the instructor's own file
+    """The Definition in the file (the one named `name` when it holds several); a bare name such
+    as `gpt_block` is one of the kit's own (grader/exercise/definitions/)."""
+    if not path.exists() and path.name in SHIPPED:
+        module = importlib.import_module(f"{SHIPPED_IN}.{path.name}")
+    else:
+        spec = importlib.util.spec_from_file_location(f"_exercise_{path.stem}", path)
+        if spec is None or not path.is_file():
+            raise NewError(
+                f"{path}: not a Python file, nor one of the kit's exercises ({', '.join(SHIPPED)})"
+            )
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)  # the instructor's own file
     found = {v.name: v for v in vars(module).values() if isinstance(v, Definition)}
     if name is not None and name not in found:
         raise NewError(f"{path} defines no exercise named {name!r} (it has: {', '.join(found) or 'none'})")
@@ -41,8 +50,11 @@ def load_definition(path: Path, name: str | None = None) -> Definition:
     return found[name] if name else next(iter(found.values()))
 
 
-def write_exercise(d: Definition, course: Path, *, beside: Path, course_id: str | None = None) -> list[str]:
-    """Write the assignment (and the course, when `course` is not one yet); returns what it did."""
+def write_exercise(
+    d: Definition, course: Path, *, beside: Path | None, course_id: str | None = None
+) -> list[str]:
+    """Write the assignment (and the course, when `course` is not one yet); returns what it did.
+    `beside`: the folder of the definition's file, where its data files are (None: the kit's)."""
     folder = course / "source" / d.name
     if folder.exists() and any(folder.iterdir()):
         raise NewError(f"{folder} exists and is not empty: remove it to write {d.name} again")
@@ -69,14 +81,14 @@ def write_exercise(d: Definition, course: Path, *, beside: Path, course_id: str 
     ]
 
 
-def _copy(name: str, beside: Path, folder: Path) -> str:
-    if name == "names.txt" and not (beside / name).exists():
+def _copy(name: str, beside: Path | None, folder: Path) -> str:
+    if name == "names.txt" and (beside is None or not (beside / name).exists()):
         try:
             names = ensure_names(folder / name)
         except DataError as e:
             raise NewError(f"names.txt: {e}") from e
         return f"{folder}/names.txt ({names.n_names} names, from {names.origin})"
-    if not (beside / name).is_file():
+    if beside is None or not (beside / name).is_file():
         raise NewError(f"{name}: the setup reads it, but it is not beside the definition ({beside})")
     shutil.copyfile(beside / name, folder / name)
     return f"{folder}/{name}"
@@ -84,7 +96,7 @@ def _copy(name: str, beside: Path, folder: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="backprop-ninja new", description=__doc__.splitlines()[0])
-    ap.add_argument("exercise", type=Path, help="a Python file with the exercise's Definition")
+    ap.add_argument("exercise", type=Path, help=f"a Python file with the exercise's Definition, or {SHIPPED}")
     ap.add_argument("course", type=Path, help="a course folder (made when new or empty)")
     ap.add_argument("--name", help="which exercise, when the file defines several")
     ap.add_argument(
@@ -93,9 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         d = load_definition(args.exercise.resolve(), args.name)
-        done = write_exercise(
-            d, args.course.resolve(), beside=args.exercise.resolve().parent, course_id=args.course_id
-        )
+        beside = args.exercise.resolve().parent if args.exercise.exists() else None
+        done = write_exercise(d, args.course.resolve(), beside=beside, course_id=args.course_id)
     except (NewError, InitError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

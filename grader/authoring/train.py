@@ -6,8 +6,6 @@ step's batch, as it does in the notebook."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +32,7 @@ def train(d: Definition, folder: Path, steps: int, lr: float, *, decay_at: float
     batch = next((c for c in d.setup if c.grade_id == "batch"), None)
     if batch is None or not d.solution:
         raise ValueError(f"{d.name}: training needs a setup cell named 'batch' and the exercise-1 solution")
-    with contextlib.redirect_stdout(io.StringIO()):
-        ns = run_notebook_code(d, folder)
+    ns = run_notebook_code(d, folder)
     for p in d.params:
         ns[p] = ns[p].detach()
     draw, backward = compile(batch.code, "batch", "exec"), compile(d.solution, "solution", "exec")

@@ -2,7 +2,8 @@
 `backprop-ninja new tests/tiny_exercise.py COURSE` makes the course, `nbgrader
 generate_assignment` releases it without solutions or hidden tests, and `nbgrader autograde`
 grades three students gradient by gradient: the right answer, one gradient transposed, and a
-cell that raises."""
+cell that raises. Then the kit's second assignment, the GPT block, goes into the same course by
+its name and gives the instructor's answers every one of its 63 points."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import subprocess
 import nbformat
 import pytest
 from nbgrader.api import Gradebook
+
+from grader.exercise.definitions.gpt_block import GPT_BLOCK as GPT
 
 from conftest import ROOT, VENV_BIN, nbgrader
 from tiny_exercise import TINY
@@ -25,7 +28,7 @@ ANSWERS = {
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
+def course(tmp_path_factory, names_txt):
     course = tmp_path_factory.mktemp("authored") / "course"
     made = subprocess.run(
         [str(VENV_BIN / "backprop-ninja"), "new", str(ROOT / "tests" / "tiny_exercise.py"), str(course)],
@@ -43,7 +46,31 @@ def course(tmp_path_factory):
         (course / "submitted" / student / "tiny").mkdir(parents=True)
         nbformat.write(nb, course / "submitted" / student / "tiny" / "tiny.ipynb")
     nbgrader(course, "autograde", "tiny", "--force")
+    _gpt_block_beside(course, names_txt)
     return course, made.stdout
+
+
+def _gpt_block_beside(course, names_txt):
+    """The kit's second assignment into the same course by its name; one student submits the
+    instructor's answers to its three exercises."""
+    made = subprocess.run(
+        [str(VENV_BIN / "backprop-ninja"), "new", "gpt_block", str(course)],
+        env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", NAMES_TXT=str(names_txt)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "nbgrader_config.py" not in made.stdout  # the course's own configuration is kept
+    nbgrader(course, "generate_assignment", "gpt_block", "--force")
+    nb = nbformat.read(course / "release" / "gpt_block" / "gpt_block.ipynb", 4)
+    for cell in nb.cells:
+        exercise = {"ex1_solution": GPT, **{f"ex{g.exercise}_solution": g for g in GPT.in_one_go}}
+        if cell.metadata["nbgrader"]["grade_id"] in exercise:
+            cell.source = exercise[cell.metadata["nbgrader"]["grade_id"]].solution
+    (course / "submitted" / "s1_right" / "gpt_block").mkdir(parents=True)
+    nbformat.write(nb, course / "submitted" / "s1_right" / "gpt_block" / "gpt_block.ipynb")
+    nbgrader(course, "autograde", "gpt_block", "--force")
 
 
 def test_new_makes_a_course_and_says_what_next(course):
@@ -58,12 +85,16 @@ def test_the_release_holds_no_solution_and_no_hidden_test(course):
     assert "raise NotImplementedError()" in text and "def cmp(s, dt, t)" in text
 
 
-def test_each_gradient_is_graded_on_its_own(course):
-    with Gradebook(f"sqlite:///{course[0] / 'gradebook.db'}") as gb:
-        scores = {
-            s: {g.name: float(g.score) for g in gb.find_submission_notebook("tiny", "tiny", s).grades}
-            for s in ANSWERS
+def _scores(course, assignment: str, students) -> dict:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {
+            s: {g.name: float(g.score) for g in gb.find_submission_notebook(assignment, assignment, s).grades}
+            for s in students
         }
+
+
+def test_each_gradient_is_graded_on_its_own(course):
+    scores = _scores(course[0], "tiny", ANSWERS)
     assert scores == {
         "s1_right": {f"ex1_{x}": 1.0 for x in EX1},
         "s2_transposed": {f"ex1_{x}": 0.0 if x == "dW" else 1.0 for x in EX1},
@@ -71,3 +102,9 @@ def test_each_gradient_is_graded_on_its_own(course):
     }
     shown = (course[0] / "autograded" / "s2_transposed" / "tiny" / "tiny.ipynb").read_text()
     assert "FAIL ex1_dW: 0/1 points" in shown and "PASS ex1_db: 1/1 points" in shown
+
+
+def test_the_gpt_block_beside_it_in_the_same_course_gives_every_point(course):
+    scores = _scores(course[0], "gpt_block", ["s1_right"])["s1_right"]
+    assert scores == {g.grade_id: g.points for g in GPT.gradients()} and sum(scores.values()) == 63
+    assert set(_scores(course[0], "tiny", ["s1_right"])["s1_right"].values()) == {1.0}  # tiny kept

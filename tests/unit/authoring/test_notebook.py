@@ -16,6 +16,7 @@ from grader.authoring.notebook import instructor_notebook
 from grader.exercise.definition import InOneGo, Step
 
 from authored_cells import run_cells
+from conftest import ROOT
 from tiny_exercise import TINY
 
 EX1 = ["dlogprobs", "dprobs", "dlogits", "dW", "db"]
@@ -95,3 +96,11 @@ def test_an_in_one_go_exercise_gets_its_section_and_a_wrong_start_is_refused():
     reread = (*TINY.steps[:-1], Step("loss", "-logprobs[range(n), y].mean() + logits.sum()"))
     with pytest.raises(ValueError, match="'logits' reaches the loss other than through 'probs'"):
         replace(TINY, steps=reread, in_one_go=(InOneGo(2, "logits", "probs", 1.0),))
+
+
+def test_the_readmes_example_is_the_tiny_exercise():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Write your own exercise") :]
+    example = section[section.index("```python\n") + 10 : section.index("\n```\n")]
+    module = (ROOT / "tests" / "tiny_exercise.py").read_text()
+    assert example.strip() == module[module.index("from grader.exercise.definition") :].strip()
