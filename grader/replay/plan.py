@@ -102,6 +102,23 @@ def run_order() -> list[str]:
     ]
 
 
+def what_is_asked() -> dict:
+    """The plan's part that names the exercise (protocol.ReplayPlan): which gradients the
+    notebook's run keeps after each answer cell, exercise 1's, each in-one-go exercise's run
+    and what it is handed, and whether there is a training exercise. The runner knows no more."""
+    return {
+        "snapshots": {
+            spec.ANSWER_CELLS[1]: [g.name for g in EX1],
+            **{spec.ANSWER_CELLS[g.exercise]: ["d" + g.target] for g in spec.EXERCISE.in_one_go},
+        },
+        "exercise1": {g.name: g.target for g in EX1},
+        "exercise1_cell": spec.ANSWER_CELLS[1],
+        "one_go": {EX3: {"cell": spec.ANSWER_CELLS[3], "inject": ["dhpreact"], "keep": "dhprebn"}},
+        "cleared": [spec.ANSWER_CELLS[g.exercise] for g in spec.EXERCISE.in_one_go],
+        "training": True,
+    }
+
+
 def with_correct_inputs(run: str, grads: dict) -> dict:
     """The correct values a run is handed: none for the notebook as submitted; every upstream
     gradient for a gradient's own rule ("local:dX"); dhpreact for exercise 3 ("ex3")."""

@@ -31,7 +31,7 @@ from ..untrusted.protocol import (
 )
 from . import results
 from .client import Launcher, ReplayServer, exchange_root, launch_sandboxed, server_for
-from .plan import run_order, warm_prefix, with_correct_inputs
+from .plan import run_order, warm_prefix, what_is_asked, with_correct_inputs
 from .results import RunResult
 
 
@@ -68,6 +68,7 @@ def write_plan(work: Path, cells: list, fresh: FreshInputs, settings: JudgeSetti
         "train_steps": settings.train_steps,
         "statement_seconds": settings.statement_seconds,
         "run_tmp_mb": settings.run_tmp_mb,
+        **what_is_asked(),
     }
     (work / PLAN_FILE).write_text(json.dumps(plan))
     torch.save({"ex4": fresh.ex4_inputs, "train": fresh.train}, work / INPUTS_FILE)

@@ -93,11 +93,27 @@ class PlanCell(TypedDict):
     seeded: bool  # the judge changed it: it depends on the submission's seed
 
 
-class ReplayPlan(TypedDict):
-    """WORK/plan.json: the cells and how to run them."""
+class OneGoRun(TypedDict):
+    """An in-one-go exercise's own run (EX3's): its answer cell, handed the correct gradients
+    `inject` names, and the gradient it asks for (`keep`)."""
+
+    cell: str
+    inject: list[str]
+    keep: str
+
+
+class ReplayPlan(TypedDict, total=False):
+    """WORK/plan.json: the cells and how to run them, and what the exercise asks (the runner
+    knows no exercise: every name it keeps or is handed comes from here)."""
 
     cells: list[PlanCell]
     first_answer: int  # cells before it are the setup, run once per run
+    snapshots: dict[str, list[str]]  # answer cell -> the gradients the notebook's run keeps after it
+    exercise1: dict[str, str]  # exercise 1's gradients: dX -> X (a "local:dX" run stops after its cell)
+    exercise1_cell: str
+    one_go: dict[str, OneGoRun]  # run name (EX3) -> that run
+    cleared: list[str]  # in-one-go answer cells: their gradient is removed before they run
+    training: bool  # exercise 4: manual_backward called and trained with
     data_dir: str  # holds the trusted names.txt; the run's current folder
     train_seed: int  # exercise 4's training batches
     train_steps: int

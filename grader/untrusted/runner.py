@@ -29,7 +29,6 @@ from .backward_call import BackwardFailed, accepted_arguments, as_update, call_m
 from .derivative_block import UNAVAILABLE
 from .protocol import (
     AS_SUBMITTED,
-    EX3,
     EX4,
     LOCAL,
     MAX_OWN,
@@ -60,15 +59,6 @@ def _discard(*args, **kwargs) -> None:
     """print in a run: nobody reads a run's output, and formatting a tensor costs more than
     a derived backward (7 ms for a 32x27 one), which an answer cell's debugging prints must
     not be charged for (grader/verdicts/numeric.py)."""
-
-
-EX1_NAMES = [g.name for g in spec.GRADIENTS if g.exercise == 1]
-# What each answer cell's snapshot keeps, in the main run.
-SNAPSHOT = {
-    spec.ANSWER_CELLS[1]: EX1_NAMES,
-    spec.ANSWER_CELLS[2]: ["dlogits"],
-    spec.ANSWER_CELLS[3]: ["dhprebn"],
-}
 
 
 class StatementTimeout(BaseException):
@@ -185,38 +175,39 @@ class Runner:
         meta: RunRecord = {"values": {}, "names": [], "aliases": [], "n_at": {}}
         tensors: dict = {}
         ns["__builtins__"] = {**vars(builtins), "print": _discard}  # the student's names stay theirs
-        cells = self.plan["cells"][self.plan["first_answer"] :]
-        kind, target = parse_run_name(name)
-        for cell in cells:
+        plan, (kind, target) = self.plan, parse_run_name(name)
+        snapshots, one_go = plan.get("snapshots", {}), plan.get("one_go", {}).get(name)
+        for cell in plan["cells"][plan["first_answer"] :]:
             gid = cell.get("grade_id")
-            if gid in SNAPSHOT or gid == spec.ANSWER_CELLS[4]:
+            if cell["kind"] == "answer":
                 meta["n_at"][gid] = ns.get("n") if isinstance(ns.get("n"), int) else repr(ns.get("n"))[:40]
             if kind == LOCAL:
-                if gid == spec.ANSWER_CELLS[1]:
-                    before = set(ns)
-                    self.run_cell(ns, cell, self.inputs["inject"])
-                    self._snapshot(ns, [target], meta, tensors)
-                    self._own(ns, before, meta, tensors)
-                    return meta, tensors
-                self.run_cell(ns, cell)
-                continue
-            if gid in (spec.ANSWER_CELLS[2], spec.ANSWER_CELLS[3]):
-                for name in SNAPSHOT[gid]:  # exercises 2 and 3 must compute it themselves
-                    ns.pop(name, None)
-            if kind == EX3 and gid == spec.ANSWER_CELLS[3]:
-                self.run_cell(ns, cell, {"dhpreact": self.inputs["inject"]["dhpreact"]})
-                self._snapshot(ns, ["dhprebn"], meta, tensors)
+                if gid != plan["exercise1_cell"]:
+                    self.run_cell(ns, cell)
+                    continue
+                before = set(ns)
+                self.run_cell(ns, cell, self.inputs["inject"])
+                self._snapshot(ns, [target], meta, tensors)
+                self._own(ns, before, meta, tensors)
                 return meta, tensors
-            before = set(ns) if kind == AS_SUBMITTED and gid == spec.ANSWER_CELLS[1] else None
+            if gid in plan.get("cleared", []):
+                for name in snapshots[gid]:  # an in-one-go exercise must compute it itself
+                    ns.pop(name, None)
+            if one_go and gid == one_go["cell"]:
+                self.run_cell(ns, cell, {k: self.inputs["inject"][k] for k in one_go["inject"]})
+                self._snapshot(ns, [one_go["keep"]], meta, tensors)
+                return meta, tensors
+            before = set(ns) if kind == AS_SUBMITTED and gid == plan["exercise1_cell"] else None
             self.run_cell(ns, cell)
-            if kind == AS_SUBMITTED and gid in SNAPSHOT:
-                self._snapshot(ns, SNAPSHOT[gid], meta, tensors, where=gid)
+            if kind == AS_SUBMITTED and gid in snapshots:
+                self._snapshot(ns, snapshots[gid], meta, tensors, where=gid)
                 if before is not None:
                     self._own(ns, before, meta, tensors)
                 self.send_checkpoint(meta, tensors)
         if kind == AS_SUBMITTED:
             meta["names"] = sorted(k for k in ns if isinstance(k, str) and not k.startswith("_"))[:2000]
-            self._exercise4(ns, meta, tensors)
+            if plan.get("training"):
+                self._exercise4(ns, meta, tensors)
         return meta, tensors
 
     def _snapshot(self, ns, names, meta, tensors, where=None):
@@ -240,9 +231,10 @@ class Runner:
     def _own(self, ns, before, meta, tensors):
         """Tensors of the student's own names the shape of a gradient exercise 1 left unassigned,
         as OWN/0, OWN/1, ... (the judge tells a rename by its value)."""
-        missing = [g for g in spec.GRADIENTS if g.exercise == 1 and g.name not in ns]
-        shapes = {tuple(ns[g.target].shape) for g in missing if isinstance(ns.get(g.target), torch.Tensor)}
-        meta["own"] = own_names(ns, before, shapes, set(EX1_NAMES), MAX_OWN) if shapes else []
+        exercise1 = self.plan["exercise1"]
+        missing = [target for name, target in exercise1.items() if name not in ns]
+        shapes = {tuple(ns[t].shape) for t in missing if isinstance(ns.get(t), torch.Tensor)}
+        meta["own"] = own_names(ns, before, shapes, set(exercise1), MAX_OWN) if shapes else []
         for i, name in enumerate(meta["own"]):
             info, t = _export(ns[name])
             meta["values"][value_key(OWN, str(i))] = info

@@ -20,7 +20,15 @@ from grader.exercise import network, spec
 from grader.exercise.cells import nbgrader_meta, strip_magics
 from grader.reference import steps
 from grader.reference.inputs import dataset, fresh_inputs
-from grader.replay.plan import AS_SUBMITTED, replay_cells, reseed, run_order, warm_prefix, with_correct_inputs
+from grader.replay.plan import (
+    AS_SUBMITTED,
+    replay_cells,
+    reseed,
+    run_order,
+    warm_prefix,
+    what_is_asked,
+    with_correct_inputs,
+)
 from grader.settings import JudgeSettings
 from grader.untrusted.runner import Runner
 
@@ -101,7 +109,7 @@ def test_handed_is_what_the_replay_injects():
         }
         for ex in (1, 2, 3)
     ]
-    plan = {"cells": cells, "first_answer": 0}
+    plan = {"cells": cells, "first_answer": 0, **what_is_asked()}
     assert with_correct_inputs(AS_SUBMITTED, grads) == {}
     for run in run_order()[1:]:
         inject = with_correct_inputs(run, grads)

@@ -13,12 +13,14 @@ import torch
 
 from grader.exercise import spec
 from grader.replay import results
+from grader.replay.plan import EX1, what_is_asked
 from grader.replay.tensors import Expect
 from grader.untrusted.protocol import MAX_OWN, OWN, RunRecord, value_key
-from grader.untrusted.runner import EX1_NAMES, NoIPython, Runner
+from grader.untrusted.runner import NoIPython, Runner
 from grader.untrusted.server import encode_frame
 
-EX1 = spec.ANSWER_CELLS[1]
+EX1_CELL = spec.ANSWER_CELLS[1]
+EX1_NAMES = [g.name for g in EX1]
 FIELDS = set(RunRecord.__annotations__)
 
 
@@ -30,10 +32,10 @@ PLAN = {
     "cells": [
         _cell("setup", "locked", "import torch\nn = 4"),
         _cell(
-            EX1,
+            EX1_CELL,
             "answer",
             "dlogprobs = torch.ones(2, 3)\ndprobs = not_defined_anywhere\ndh = None\ndW2 = 'text'",
-            EX1,
+            EX1_CELL,
         ),
         _cell("mine", "added", "extra = 1"),
     ],
@@ -43,10 +45,11 @@ PLAN = {
     "train_steps": 0,
     "statement_seconds": 5.0,
     "run_tmp_mb": 16,
+    **what_is_asked(),
 }
 INPUTS = {"ex4": {}, "train": {}, "inject": {}}
 # by hand: the main run's snapshot of exercise 1's answer cell, all (2, 3)
-EXPECTED = {f"{EX1}/{name}": Expect((2, 3), False, 6) for name in EX1_NAMES}
+EXPECTED = {f"{EX1_CELL}/{name}": Expect((2, 3), False, 6) for name in EX1_NAMES}
 
 
 def _main_run():
@@ -106,15 +109,15 @@ def test_runners_record_passes_check_meta_unchanged(main_run):
 def test_runners_tensors_arrive(main_run):
     record, tensors, _ = main_run
     result = results.parse_frame(encode_frame(record, tensors), "ok", EXPECTED)
-    assert (set(result.tensors), result.rejected) == ({f"{EX1}/dlogprobs"}, {}) and torch.equal(
-        result.tensors[f"{EX1}/dlogprobs"], torch.ones(2, 3)
+    assert (set(result.tensors), result.rejected) == ({f"{EX1_CELL}/dlogprobs"}, {}) and torch.equal(
+        result.tensors[f"{EX1_CELL}/dlogprobs"], torch.ones(2, 3)
     )
 
 
 def test_runners_values_read_back_as_the_judge_sees_them(main_run):
     record, tensors, _ = main_run
     result = results.parse_frame(encode_frame(record, tensors), "ok", EXPECTED)
-    missing, none, other = (result.value(f"{EX1}/{n}") for n in ("dprobs", "dh", "dW2"))
+    missing, none, other = (result.value(f"{EX1_CELL}/{n}") for n in ("dprobs", "dh", "dW2"))
     assert (missing is results.MISSING, none is None, type(other).__name__, other.type_name) == (
         True,
         True,
@@ -128,7 +131,7 @@ def test_the_failed_statement_is_in_the_errors(main_run):
     result = results.parse_frame(encode_frame(record, tensors), "ok", EXPECTED)
     assert result.meta["errors"] == [
         {
-            "cell": EX1,
+            "cell": EX1_CELL,
             "line": 2,
             "assigns": ["dprobs"],
             "error": "NameError: name 'not_defined_anywhere' is not defined",
@@ -152,9 +155,9 @@ def test_an_undeclared_key_is_dropped(main_run):
 
 def test_a_value_key_the_judge_does_not_expect_is_dropped(main_run):
     record, tensors, _ = main_run
-    only = {f"{EX1}/dh": EXPECTED[f"{EX1}/dh"]}
+    only = {f"{EX1_CELL}/dh": EXPECTED[f"{EX1_CELL}/dh"]}
     result = results.parse_frame(encode_frame(record, tensors), "ok", only)
-    assert set(result.meta["values"]) == {f"{EX1}/dh"}
+    assert set(result.meta["values"]) == {f"{EX1_CELL}/dh"}
 
 
 def test_a_field_of_the_wrong_type_costs_the_run(main_run):
@@ -171,12 +174,12 @@ RENAME_PLAN = dict(
             "setup", "locked", "import torch\nn = 4\nlogprobs = torch.zeros(2, 3)\nprobs = torch.zeros(2, 3)"
         ),
         _cell(
-            EX1,
+            EX1_CELL,
             "answer",
             "mine = torch.ones(2, 3)\n_hidden = torch.ones(2, 3)\nwrong_shape = torch.ones(3, 2)\n"
             "dprobs = torch.ones(2, 3)\nprobs = probs + 1\nglobals()['not a name'] = torch.ones(2, 3)\n"
             "many = [globals().__setitem__(f'x{i}', torch.ones(2, 3)) for i in range(20)]",
-            EX1,
+            EX1_CELL,
         ),
     ],
 )

@@ -10,6 +10,7 @@ import time
 import pytest
 import torch
 
+from grader.replay.plan import what_is_asked
 from grader.untrusted.runner import NoIPython, Runner, _export
 
 
@@ -170,7 +171,8 @@ def test_a_runs_print_formats_nothing_and_is_no_name_of_the_students():
     ex1 = {"label": "ex1_solution", "grade_id": "ex1_solution", "kind": "answer"}
     ex1["source"] = "print(loud, dhpreact)\ndef shout():\n    print(loud)\nshout()\nx = 1"
     ex3 = {"label": "ex3_solution", "grade_id": "ex3_solution", "kind": "answer", "source": "dhprebn = x"}
-    runner = Runner({"cells": [ex1, ex3], "first_answer": 0}, {"inject": {"dhpreact": torch.ones(2)}})
+    plan = {"cells": [ex1, ex3], "first_answer": 0, **what_is_asked()}
+    runner = Runner(plan, {"inject": {"dhpreact": torch.ones(2)}})
     ns = {"loud": Loud(), "dhpreact": torch.ones(2)}
     runner.run(ns, "ex3")
     assert formatted == [] and runner.errors == [] and ns["x"] == 1
