@@ -13,8 +13,7 @@ from pathlib import Path
 
 import torch
 
-from ..exercise.definition import Definition
-from .notebook import IMPORTS
+from ..exercise.definition import IMPORTS, Definition
 
 
 def run_notebook_code(d: Definition, folder: Path) -> dict:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from ..exercise.definition import Definition, Gradient, InOneGo
+from ..exercise.definition import IMPORTS, Definition, Gradient, InOneGo
+from ..exercise.graded import METADATA_KEY
 from .cmp_cell import cmp_code
 
 HOW_TO_WORK = (
@@ -45,10 +46,10 @@ def instructor_notebook(d: Definition) -> nbformat.NotebookNode:
         "name": "python3",
     }
     nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata[METADATA_KEY] = {"definition": d.to_json()}  # what the judge grades it by: no solution
     return nb
 
 
-IMPORTS = "import os\n\nimport torch\nimport torch.nn.functional as F"
 _FORWARD_MD = (
     '## The forward pass, "chunkated"\n\nThe forward pass is split into small steps so that each '
     "can be backpropagated on its own. The next cell also lets PyTorch compute every gradient, the "

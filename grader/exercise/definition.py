@@ -15,6 +15,9 @@ import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
+# The imports cell of a written exercise's notebook: what every setup cell and step may use.
+IMPORTS = "import os\n\nimport torch\nimport torch.nn.functional as F"
+
 
 @dataclass(frozen=True)
 class Step:
@@ -103,6 +106,7 @@ class Definition:
     intro: str = ""
     solution: str = ""
     files: tuple[str, ...] = ()
+    seed: int = 2147483647  # the setup's seed, which the replay changes per student (the lecture's)
 
     def __post_init__(self):
         for g in self.in_one_go:
@@ -154,6 +158,48 @@ class Definition:
     def consumers(self, name: str) -> list[str]:
         """The steps that read `name`, in forward order: each is one branch of its gradient."""
         return [s.name for s in self.steps if name in self.inputs[s.name]]
+
+    def upstream(self, name: str) -> set[str]:
+        """The tensors whose gradients flow into `name`'s (nearer the loss; the loss left out)."""
+        seen: set[str] = set()
+        todo = self.consumers(name)
+        while todo:
+            c = todo.pop()
+            if c not in seen:
+                seen.add(c)
+                todo.extend(self.consumers(c))
+        seen.discard(self.loss)
+        return seen
+
+    def to_json(self) -> dict:
+        """What the judge needs, for the source notebook's metadata: no solution (the release
+        keeps a notebook's metadata)."""
+        return {
+            **{
+                k: getattr(self, k) for k in ("name", "params", "data", "constants", "asked", "files", "seed")
+            },
+            "points": dict(self.points),
+            "steps": [[s.name, s.expr, s.note] for s in self.steps],
+            "in_one_go": [[g.exercise, g.target, g.start, g.points] for g in self.in_one_go],
+            "setup": [[c.grade_id, c.code, c.text] for c in self.setup],
+        }
+
+    @classmethod
+    def from_json(cls, j: dict) -> Definition:
+        tup = lambda k: tuple(j[k])  # noqa: E731
+        return cls(
+            name=j["name"],
+            params=tup("params"),
+            data=tup("data"),
+            constants=tup("constants"),
+            steps=tuple(Step(*s) for s in j["steps"]),
+            asked=tuple(j["asked"]) if j.get("asked") is not None else None,
+            points=dict(j.get("points", {})),
+            in_one_go=tuple(InOneGo(*g) for g in j.get("in_one_go", [])),
+            setup=tuple(Cell(*c) for c in j.get("setup", [])),
+            files=tup("files"),
+            seed=int(j["seed"]),
+        )
 
     def backward_order(self) -> list[str]:
         """Every tensor with a gradient, each once all its consumers are done: the steps taken

@@ -7,10 +7,9 @@ tests) derives from this list, so a grade id or a point value changes there only
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .definition import Gradient
 from .definitions.backprop_ninja import BACKPROP_NINJA
+from .graded import Check, GradedExercise
 
 ASSIGNMENT = "backprop_ninja"
 NOTEBOOK = "backprop_ninja"
@@ -34,19 +33,6 @@ EXERCISE = BACKPROP_NINJA
 PARAMETERS = list(EXERCISE.params)
 
 GRADIENTS: list[Gradient] = EXERCISE.gradients() + [Gradient(4, "d" + t, t, 1.0) for t in PARAMETERS]
-
-
-@dataclass(frozen=True)
-class Check:
-    """A graded cell that is not one gradient."""
-
-    exercise: int
-    name: str
-    points: float
-
-    @property
-    def grade_id(self) -> str:
-        return f"ex{self.exercise}_{self.name}"
 
 
 # Exercise 4's training run: the loss must fall when the net learns with the student's backward.
@@ -107,3 +93,18 @@ KERNEL_ONLY_CELLS = {
 }
 # The locked cell that sets the batch size; the replay may change it (same shapes by default).
 BATCH_CELL = "batch"
+
+
+# All of the above as the judge takes any graded exercise (grader/exercise/graded.py).
+NINJA = GradedExercise(
+    EXERCISE,
+    ASSIGNMENT,
+    NOTEBOOK,
+    tuple(GRADIENTS),
+    (TRAINING,),
+    frozenset(KERNEL_ONLY_CELLS),
+    BATCH_CELL,
+    ZERO_GRADIENTS,
+    training=4,
+    mistakes=True,
+)

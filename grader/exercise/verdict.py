@@ -11,6 +11,7 @@ import torch
 from . import spec
 from .cells import CONTINUED, TEXT_WIDTH
 from .compare import Comparison, compare
+from .graded import GradedExercise
 
 _WHOLE = {"break_long_words": False, "break_on_hyphens": False}  # names and numbers stay whole
 
@@ -41,9 +42,11 @@ def gradient_verdict(gradient: spec.Gradient, value, reference: torch.Tensor) ->
     return from_comparison(gradient, compare_gradient(gradient, value, reference))
 
 
-def compare_gradient(gradient: spec.Gradient, value, reference: torch.Tensor) -> Comparison:
+def compare_gradient(
+    gradient: spec.Gradient, value, reference: torch.Tensor, exercise: GradedExercise = spec.NINJA
+) -> Comparison:
     """`compare` with the gradient's own allowance: zeros are right where the truth is zero."""
-    return compare(gradient.name, value, reference, zero_ok_reason=spec.ZERO_GRADIENTS.get(gradient.name))
+    return compare(gradient.name, value, reference, zero_ok_reason=exercise.zero_gradients.get(gradient.name))
 
 
 def from_comparison(gradient: spec.Gradient, cmp: Comparison) -> Verdict:

@@ -29,7 +29,7 @@ from ..settings import AUTOGRAD_POLICIES, REPORT_DIR, JudgeSettings, seed_for, t
 from ..verdicts.judge import JudgeRecord, judge_submission
 from . import unsandboxed
 from .limited_execute import LimitedExecute
-from .scope import kit_assignment
+from .scope import graded_exercise
 
 __all__ = ["ReplayGrades", "verdict_outputs"]
 _JUDGE = {f.name: f for f in trait_settings()}
@@ -83,7 +83,8 @@ class ReplayGrades(NbGraderPreprocessor):
         )
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
-        if not kit_assignment(resources):
+        exercise = graded_exercise(resources, self.config)
+        if exercise is None:
             return nb, resources
         if not self.enabled:
             self.log.warning("ReplayGrades is disabled: grades come from the student's own kernel")
@@ -91,11 +92,11 @@ class ReplayGrades(NbGraderPreprocessor):
         student, assignment = resources["nbgrader"]["student"], resources["nbgrader"]["assignment"]
         coursedir = CourseDirectory(config=self.config)
         root = Path(coursedir.root)
-        names_txt = root / coursedir.source_directory / assignment / "names.txt"
+        folder = root / coursedir.source_directory / assignment  # the instructor's files (names.txt)
         in_kernel = {
             nbgrader_meta(c)["grade_id"]: _kernel_score(c, self.log)
             for c in nb.cells
-            if is_grade(c) and nbgrader_meta(c).get("grade_id") in spec.BY_GRADE_ID
+            if is_grade(c) and nbgrader_meta(c).get("grade_id") in exercise.by_grade_id
         }
         problem = unsandboxed.replay_problem() if self.sandboxed else None
         unsandboxed.apply_rule(problem, allowed=self._allow_unsandboxed(), log=self.log)
@@ -104,7 +105,9 @@ class ReplayGrades(NbGraderPreprocessor):
             nb.cells,
             student=student,
             settings=self.judge_settings(student),
-            names_txt=names_txt,
+            names_txt=folder / "names.txt" if exercise is spec.NINJA else None,
+            exercise=exercise,
+            folder=folder,
             in_kernel=in_kernel,
             sandbox=sandbox,
             launcher=None if self.sandboxed else launch_plain,  # no sandbox: only when said so
@@ -117,20 +120,19 @@ class ReplayGrades(NbGraderPreprocessor):
             gid = nbgrader_meta(cell).get("grade_id")
             if is_grade(cell) and gid in record.verdicts:
                 cell.outputs = verdict_outputs(record.verdicts[gid], cell.get("execution_count"))
-        self._report(root, record)
+        self._report(exercise.records(root / self.report_dir), record)
         return nb, resources
 
     def _allow_unsandboxed(self) -> bool:
         """LimitedExecute's switch, as the configuration sets it (or its environment default)."""
         return LimitedExecute(config=self.config).allow_unsandboxed
 
-    def _report(self, root: Path, record: JudgeRecord) -> None:
+    def _report(self, out: Path, record: JudgeRecord) -> None:
         who = for_log(record.student)
         for p in record.problems:
             self.log.warning("%s: %s", who, for_log(p, 500))
         if record.suspicious:
-            self.log.warning("%s: %d suspicious signs (see %s)", who, len(record.suspicious), self.report_dir)
-        out = root / self.report_dir / "replay"
+            self.log.warning("%s: %d suspicious signs (see %s)", who, len(record.suspicious), out)
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{record.student}.json").write_text(json.dumps(record.to_json(), indent=1))
         self.log.info(

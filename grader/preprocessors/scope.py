@@ -1,14 +1,57 @@
-"""Which assignment the kit's grading acts on: its own (spec.ASSIGNMENT). Another assignment of
-the same course is graded as plain nbgrader grades it: no rebuild from the kit's notebook, no
-replay, no gradient table, no warm kernel made for the kit's first cells. What keeps every
-assignment safe stays on for all of them: the sandboxed kernel and its bounds (LimitedExecute),
-inert outputs (NeutraliseOutputs), the intake's checks of links; none of them changes a score."""
+"""Which assignments the kit's grading acts on: its own (spec.ASSIGNMENT), and an exercise written
+from its definition by `backprop-ninja new` (its source notebook carries the definition in its
+metadata, grader/exercise/graded.py). Another assignment of the same course is graded as plain
+nbgrader grades it: no rebuild from the source notebook, no replay, no gradient table, no warm
+kernel made for the kit's first cells. What keeps every assignment safe stays on for all of them:
+the sandboxed kernel and its bounds (LimitedExecute), inert outputs (NeutraliseOutputs), the
+intake's checks of links; none of them changes a score."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+import nbformat
+from nbgrader.coursedir import CourseDirectory
+
 from ..exercise import spec
+from ..exercise.definition import Definition
+from ..exercise.graded import METADATA_KEY, GradedExercise
 
 
 def kit_assignment(resources: dict | None) -> bool:
     """Whether nbgrader is converting the kit's own assignment (its resources say which)."""
     return ((resources or {}).get("nbgrader") or {}).get("assignment") == spec.ASSIGNMENT
+
+
+def source_notebook(resources: dict, config) -> Path:
+    """The instructor's notebook of the one nbgrader is converting (never the student's copy)."""
+    info = resources["nbgrader"]
+    coursedir = CourseDirectory(config=config)
+    return (
+        Path(coursedir.root) / coursedir.source_directory / info["assignment"] / f"{info['notebook']}.ipynb"
+    )
+
+
+def graded_exercise(resources: dict | None, config) -> GradedExercise | None:
+    """The exercise the kit grades in this conversion: Backprop Ninja, a written one, or None."""
+    if kit_assignment(resources):
+        return spec.NINJA
+    info = (resources or {}).get("nbgrader") or {}
+    if not info.get("assignment") or not info.get("notebook"):
+        return None
+    path = source_notebook(resources, config)
+    try:
+        return _written(str(path), path.stat().st_mtime_ns, info["assignment"], info["notebook"])
+    except OSError:
+        return None
+
+
+@lru_cache(maxsize=16)
+def _written(path: str, mtime: int, assignment: str, notebook: str) -> GradedExercise | None:
+    meta = nbformat.read(path, as_version=4).metadata.get(METADATA_KEY) or {}
+    if "definition" not in meta:
+        return None
+    written = GradedExercise.written(Definition.from_json(meta["definition"]))
+    return replace(written, assignment=assignment, notebook=notebook)

@@ -8,7 +8,8 @@ start, which the student's must come close to. Trusted side only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -25,14 +26,16 @@ class FreshInputs:
     values: dict[str, torch.Tensor]  # exercises 1-3: every forward value on the fresh batch
     grads: dict[str, torch.Tensor]  # ... and the gradient of the loss w.r.t. each (autograd)
     branches: dict[str, dict[str, torch.Tensor]]  # a tensor read twice -> reader -> its share
-    ex4_inputs: dict[str, torch.Tensor]  # manual_backward's arguments (spec.EX4_ARGUMENTS)
-    ex4_reference: dict[str, torch.Tensor]  # parameter -> autograd's gradient
-    train: dict[str, torch.Tensor]  # the training run's start (spec.PARAMETERS), Xtr, Ytr
-    eval_X: torch.Tensor
-    eval_Y: torch.Tensor
-    initial_eval_loss: float
-    reference_train_loss: float  # the same training run with the kit's backward
-    context_free_loss: float  # the best any net that ignores its input can reach on eval_Y
+    backward: Callable[[], object]  # the reference backward, what the numeric bound counts in
+    # Backprop Ninja's exercise 4 (an exercise without training has none of these)
+    ex4_inputs: dict[str, torch.Tensor] = field(default_factory=dict)  # manual_backward's arguments
+    ex4_reference: dict[str, torch.Tensor] = field(default_factory=dict)  # parameter -> autograd's
+    train: dict[str, torch.Tensor] = field(default_factory=dict)  # the training run's start, Xtr, Ytr
+    eval_X: torch.Tensor | None = None
+    eval_Y: torch.Tensor | None = None
+    initial_eval_loss: float = float("nan")
+    reference_train_loss: float = float("nan")  # the same training run with the kit's backward
+    context_free_loss: float = float("nan")  # the best any net that ignores its input can reach
 
 
 _datasets: dict[tuple, network.Dataset] = {}
@@ -77,6 +80,7 @@ def _fresh_inputs(ds: network.Dataset, settings: JudgeSettings) -> FreshInputs:
         values,
         grads,
         branches,
+        lambda: steps.manual_grads(values),
         ex4_inputs,
         ex4_reference,
         train,

@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from ..exercise.definition import Definition
 from ..exercise.network import BN_EPS
 from ..exercise.spec import EXERCISE, PARAMETERS
 
@@ -121,20 +122,22 @@ def autograd_grads(params: dict, Xb: torch.Tensor, Yb: torch.Tensor) -> tuple[di
     return values, grads
 
 
-def autograd_branches(values: dict, grads: dict) -> dict[str, dict[str, torch.Tensor]]:
+def autograd_branches(
+    values: dict, grads: dict, d: Definition = EXERCISE
+) -> dict[str, dict[str, torch.Tensor]]:
     """For each tensor read by more than one step, each reader's share of its gradient, by
     autograd alone: that step's expression evaluated again on the tensor (the rest held fixed),
     pulled back from the step's own gradient. What the missing-branch hint compares with; no
     step rule is needed (a new exercise has none)."""
     out: dict[str, dict[str, torch.Tensor]] = {}
-    for name in [*PARAMETERS, *(s.name for s in EXERCISE.steps)]:
-        readers = EXERCISE.consumers(name)
+    for name in [*d.params, *(s.name for s in d.steps)]:
+        readers = d.consumers(name)
         if len(readers) < 2:
             continue
         for reader in readers:
             leaf = values[name].detach().clone().requires_grad_(True)
             with torch.enable_grad():
-                made = EXERCISE.forward_step(reader, dict(values, **{name: leaf}))
+                made = d.forward_step(reader, dict(values, **{name: leaf}))
                 d_out = grads[reader] if reader in grads else torch.ones_like(made)
                 (share,) = torch.autograd.grad(made, leaf, grad_outputs=d_out)
             out.setdefault(name, {})[reader] = share

@@ -102,9 +102,10 @@ class ReplayServer:
         self.proc: subprocess.Popen | None = None
         self._buf = bytearray()
 
-    def _start(self, names_txt: Path) -> None:
-        shutil.copy(names_txt, self.home / "names.txt")
-        os.chmod(self.home / "names.txt", 0o444)
+    def _start(self, data: dict[str, Path]) -> None:
+        for name, path in data.items():
+            shutil.copy(path, self.home / name)
+            os.chmod(self.home / name, 0o444)
         self._buf = bytearray()
         self.proc = self.launcher(SERVER_COMMAND)
         hello: ServerHello = {"prefix": self.prefix, "data_dir": str(self.home)}
@@ -119,7 +120,7 @@ class ReplayServer:
         workdir: Path,
         *,
         run: str,
-        names_txt: Path,
+        data: dict[str, Path],
         timeout: float,
         autograd: str = BLOCK,
         statement_seconds: float | None = None,
@@ -130,7 +131,7 @@ class ReplayServer:
         if self.proc is not None and (self.proc.poll() is not None or self._stray_bytes()):
             self.close()  # died, or said something nobody asked for
         if self.proc is None:
-            self._start(names_txt)
+            self._start(data)
         nonce = secrets.token_hex(16)
         try:
             request: RunRequest = {

@@ -9,21 +9,21 @@ from functools import lru_cache
 
 from ..exercise import network, spec
 from ..exercise.cells import nbgrader_meta, strip_magics
-from ..reference import steps
+from ..exercise.graded import GradedExercise
 from ..settings import JudgeSettings
-from ..untrusted.protocol import AS_SUBMITTED, EX3, LOCAL, PlanCell, parse_run_name, run_name_local
+from ..untrusted.protocol import AS_SUBMITTED, LOCAL, PlanCell, parse_run_name, run_name_local
 
-EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
+EX1 = spec.NINJA.exercise1
 
 
 class _Reseed(ast.NodeTransformer):
     """The locked cells, as the instructor wrote them, with the judge's seed and batch size."""
 
-    def __init__(self, seed: int, batch_size: int | None):
-        self.seed, self.batch_size = seed, batch_size
+    def __init__(self, seed: int, batch_size: int | None, seed_constant: int):
+        self.seed, self.batch_size, self.seed_constant = seed, batch_size, seed_constant
 
     def visit_Constant(self, node):
-        if node.value == network.LECTURE_SEED and type(node.value) is int:
+        if node.value == self.seed_constant and type(node.value) is int:
             return ast.copy_location(ast.Constant(self.seed), node)
         return node
 
@@ -38,25 +38,28 @@ class _Reseed(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-def reseed(source: str, seed: int, batch_size: int | None = None) -> str:
-    tree = _Reseed(seed, batch_size).visit(ast.parse(strip_magics(source)))
+def reseed(
+    source: str, seed: int, batch_size: int | None = None, seed_constant: int = network.LECTURE_SEED
+) -> str:
+    """`source` with `seed` for the exercise's own seed (`seed_constant`: the definition's)."""
+    tree = _Reseed(seed, batch_size, seed_constant).visit(ast.parse(strip_magics(source)))
     return ast.unparse(ast.fix_missing_locations(tree))
 
 
 @lru_cache(maxsize=64)
-def _seeded(source: str, batch_size: int | None) -> bool:
+def _seeded(source: str, batch_size: int | None, seed_constant: int) -> bool:
     """Whether the cell depends on the seed (the same for every submission: cached)."""
-    return reseed(source, 0, batch_size) != reseed(source, 1, batch_size)
+    return reseed(source, 0, batch_size, seed_constant) != reseed(source, 1, batch_size, seed_constant)
 
 
 def _cell(label: str, kind: str, grade_id: str | None, source: str, seeded: bool = False) -> PlanCell:
     return {"label": label, "kind": kind, "grade_id": grade_id, "source": source, "seeded": seeded}
 
 
-def replay_cells(cells, settings: JudgeSettings) -> list[PlanCell]:
+def replay_cells(cells, settings: JudgeSettings, exercise: GradedExercise = spec.NINJA) -> list[PlanCell]:
     """What the replay runs, in notebook order: locked cells (re-seeded) but those that use
     autograd or only report, the answer cells, and every cell the student added."""
-    out, last = [], "the top"
+    out, last, seed = [], "the top", exercise.definition.seed
     for cell in cells:
         meta = nbgrader_meta(cell)
         gid = meta.get("grade_id")
@@ -68,64 +71,71 @@ def replay_cells(cells, settings: JudgeSettings) -> list[PlanCell]:
         elif meta.get("grade"):
             pass  # test cells: the judge grades, not the cell
         elif meta.get("locked"):
-            if gid not in spec.KERNEL_ONLY_CELLS:
-                size = settings.batch_size if gid == spec.BATCH_CELL else None
-                source = reseed(cell["source"], settings.seed, size)
-                out.append(_cell(gid, "locked", gid, source, _seeded(cell["source"], size)))
+            if gid not in exercise.kernel_only_cells:
+                size = settings.batch_size if gid == exercise.batch_cell else None
+                source = reseed(cell["source"], settings.seed, size, seed)
+                out.append(_cell(gid, "locked", gid, source, _seeded(cell["source"], size, seed)))
         else:
             out.append(_cell(f"your cell after {last}", "added", None, cell["source"]))
         last = gid or last
     return out
 
 
-def warm_prefix(cells: list[PlanCell]) -> list[PlanCell]:
+def warm_prefix(cells: list[PlanCell], exercise: GradedExercise = spec.NINJA) -> list[PlanCell]:
     """The leading locked cells that do not depend on the seed: the same for every submission."""
     prefix = []
     for c in cells:
-        if c["kind"] != "locked" or c["seeded"] or c["grade_id"] == spec.BATCH_CELL:
+        if c["kind"] != "locked" or c["seeded"] or c["grade_id"] == exercise.batch_cell:
             break
         prefix.append(c)
     return prefix
 
 
-def run_order() -> list[str]:
+def run_order(exercise: GradedExercise = spec.NINJA) -> list[str]:
     """Runs in this order so that no run is handed the correct value of a gradient whose
     own run is still to come: the student's notebook as is, then one run per exercise-1
-    gradient in backward order, exercise 3's (given dhpreact) before anything gets dhprebn."""
-    names = [g.name for g in EX1 if steps.upstream(g.target)]
-    cut = names.index("dhprebn") + 1
-    return [
-        AS_SUBMITTED,
-        *(run_name_local(x) for x in names[:cut]),
-        EX3,
-        *(run_name_local(x) for x in names[cut:]),
-    ]
+    gradient in backward order, each in-one-go exercise's run right after the run of the
+    gradient it asks for (Backprop Ninja's exercise 3, given dhpreact, before anything gets
+    dhprebn)."""
+    d = exercise.definition
+    order = [AS_SUBMITTED]
+    for g in exercise.exercise1:
+        if d.upstream(g.target):
+            order.append(run_name_local(g.name))
+        order += [o.run for o in exercise.one_go if o.target == g.target]
+    return order + [o.run for o in exercise.one_go if o.run not in order]
 
 
-def what_is_asked() -> dict:
+def what_is_asked(exercise: GradedExercise = spec.NINJA) -> dict:
     """The plan's part that names the exercise (protocol.ReplayPlan): which gradients the
     notebook's run keeps after each answer cell, exercise 1's, each in-one-go exercise's run
     and what it is handed, and whether there is a training exercise. The runner knows no more."""
+    cell = exercise.answer_cell
+    in_one_go = exercise.definition.in_one_go
     return {
         "snapshots": {
-            spec.ANSWER_CELLS[1]: [g.name for g in EX1],
-            **{spec.ANSWER_CELLS[g.exercise]: ["d" + g.target] for g in spec.EXERCISE.in_one_go},
+            cell(1): [g.name for g in exercise.exercise1],
+            **{cell(g.exercise): ["d" + g.target] for g in in_one_go},
         },
-        "exercise1": {g.name: g.target for g in EX1},
-        "exercise1_cell": spec.ANSWER_CELLS[1],
-        "one_go": {EX3: {"cell": spec.ANSWER_CELLS[3], "inject": ["dhpreact"], "keep": "dhprebn"}},
-        "cleared": [spec.ANSWER_CELLS[g.exercise] for g in spec.EXERCISE.in_one_go],
-        "training": True,
+        "exercise1": {g.name: g.target for g in exercise.exercise1},
+        "exercise1_cell": cell(1),
+        "one_go": {
+            o.run: {"cell": o.cell, "inject": ["d" + o.start], "keep": "d" + o.target}
+            for o in exercise.one_go
+        },
+        "cleared": [cell(g.exercise) for g in in_one_go],
+        "training": exercise.training is not None,
     }
 
 
-def with_correct_inputs(run: str, grads: dict) -> dict:
+def with_correct_inputs(run: str, grads: dict, exercise: GradedExercise = spec.NINJA) -> dict:
     """The correct values a run is handed: none for the notebook as submitted; every upstream
-    gradient for a gradient's own rule ("local:dX"); dhpreact for exercise 3 ("ex3")."""
+    gradient for a gradient's own rule ("local:dX"); d<start> for an in-one-go exercise's run
+    (Backprop Ninja's "ex3": dhpreact)."""
     kind, name = parse_run_name(run)
     if kind == LOCAL:
-        return {"d" + t: grads[t] for t in steps.upstream(name[1:])}
-    return {"dhpreact": grads["hpreact"]} if kind == EX3 else {}
+        return {"d" + t: grads[t] for t in exercise.definition.upstream(name[1:])}
+    return {"d" + o.start: grads[o.start] for o in exercise.one_go if o.run == run}
 
 
 def kernel_prefix(cells) -> list[str]:

@@ -18,6 +18,7 @@ import torch
 
 from ..exercise import spec
 from ..exercise.compare import MISSING, Foreign, Unusable
+from ..exercise.graded import GradedExercise
 from ..settings import (
     MAX_ALIASES,
     MAX_CPU,
@@ -49,35 +50,30 @@ from .tensors import MAX_NAME, BadFrame, Expect, load_tensors
 EX1_CELL = spec.ANSWER_CELLS[1]
 
 
-def expected_shapes(fresh) -> dict[str, Expect]:
-    """Every key a run may return, from the judge's own references (spec.py names them).
+def expected_shapes(fresh, exercise: GradedExercise = spec.NINJA) -> dict[str, Expect]:
+    """Every key a run may return, from the judge's own references (the exercise names them).
     `fresh`: grader/reference/inputs.py's FreshInputs."""
-    grads, values, ex4_reference, ex4_inputs, train = (
-        fresh.grads,
-        fresh.values,
-        fresh.ex4_reference,
-        fresh.ex4_inputs,
-        fresh.train,
-    )
     # A wrong-axis sum or a missing sum is no bigger than its forward pass's largest tensor
     # (db2 summed over the batch is (32,) for (27,)): room enough for every shape hint.
     room = {
-        ex: max(t.numel() for t in v.values() if isinstance(t, torch.Tensor))
-        for ex, v in ((1, values), (4, ex4_inputs))
+        trains: max((t.numel() for t in v.values() if isinstance(t, torch.Tensor)), default=0)
+        for trains, v in ((False, fresh.values), (True, fresh.ex4_inputs))
     }
     out: dict[str, Expect] = {}
-    for g in spec.GRADIENTS:
-        ref = (ex4_reference if g.exercise == 4 else grads)[g.target]
-        expect = Expect(tuple(ref.shape), False, max(ref.numel(), room[4 if g.exercise == 4 else 1]))
-        if g.exercise == 4:
+    for g in exercise.gradients:
+        trains = exercise.trains(g)
+        ref = (fresh.ex4_reference if trains else fresh.grads)[g.target]
+        expect = Expect(tuple(ref.shape), False, max(ref.numel(), room[trains]))
+        if trains:
             out[value_key(EX4, g.name)] = expect
             continue
-        out[value_key(spec.ANSWER_CELLS[g.exercise], g.name)] = expect
-        out[value_key(None, g.name)] = expect  # the per-gradient runs and exercise 3's run name it bare
+        out[value_key(exercise.answer_cell(g.exercise), g.name)] = expect
+        out[value_key(None, g.name)] = expect  # the per-gradient runs and the in-one-go runs name it bare
     for i in range(MAX_OWN):  # a rename's tensor: the judge compares its shape itself
-        out[value_key(OWN, str(i))] = Expect((), False, room[1])
-    for k in spec.PARAMETERS:  # the replay's own loop shapes them: exactly
-        out[value_key(TRAINED, k)] = Expect(tuple(train[k].shape), True, train[k].numel())
+        out[value_key(OWN, str(i))] = Expect((), False, room[False])
+    for k, t in fresh.train.items():  # the replay's own loop shapes them: exactly
+        if k in exercise.definition.params:
+            out[value_key(TRAINED, k)] = Expect(tuple(t.shape), True, t.numel())
     return out
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from ..exercise.graded import GradedExercise
 from ..reference.inputs import FreshInputs
 from ..settings import JudgeSettings
 from ..untrusted.protocol import (
@@ -55,11 +56,14 @@ class ReplayOutput:
         return self.counterpart if self.mode == BLOCK else self.runs.get(AS_SUBMITTED)
 
 
-def write_plan(work: Path, cells: list, fresh: FreshInputs, settings: JudgeSettings, names_txt: Path) -> None:
+def write_plan(
+    work: Path, cells: list, fresh: FreshInputs, settings: JudgeSettings, data: dict[str, Path], asked: dict
+) -> None:
     data_dir = work / "data"
     data_dir.mkdir()
-    shutil.copy(names_txt, data_dir / "names.txt")
-    os.chmod(data_dir / "names.txt", 0o444)  # the replay reads it; nobody may change it
+    for name, path in data.items():  # the notebook's files (names.txt): the replay reads them
+        shutil.copy(path, data_dir / name)
+        os.chmod(data_dir / name, 0o444)  # nobody may change them
     plan: ReplayPlan = {
         "cells": cells,
         "first_answer": next((i for i, c in enumerate(cells) if c["kind"] == "answer"), len(cells)),
@@ -68,7 +72,7 @@ def write_plan(work: Path, cells: list, fresh: FreshInputs, settings: JudgeSetti
         "train_steps": settings.train_steps,
         "statement_seconds": settings.statement_seconds,
         "run_tmp_mb": settings.run_tmp_mb,
-        **what_is_asked(),
+        **asked,
     }
     (work / PLAN_FILE).write_text(json.dumps(plan))
     torch.save({"ex4": fresh.ex4_inputs, "train": fresh.train}, work / INPUTS_FILE)
@@ -83,7 +87,8 @@ class _Runs:
     work: Path
     fresh: FreshInputs
     settings: JudgeSettings
-    names_txt: Path
+    data: dict[str, Path]
+    exercise: GradedExercise
     expected: dict
     t0: float = field(default_factory=time.perf_counter)
 
@@ -94,11 +99,11 @@ class _Runs:
         total = self.settings.total_timeout
         if time.perf_counter() - self.t0 > total:
             return RunResult(f"not run: the submission's {total:g} s were used up")
-        torch.save(with_correct_inputs(run, self.fresh.grads), self.work / INJECT_FILE)
+        torch.save(with_correct_inputs(run, self.fresh.grads, self.exercise), self.work / INJECT_FILE)
         status, frame, cpu = self.server.replay(
             self.work,
             run=run,
-            names_txt=self.names_txt,
+            data=self.data,
             timeout=self.timeout,
             autograd=autograd,
             statement_seconds=statement_seconds,
@@ -118,7 +123,8 @@ def run_replay(
     fresh: FreshInputs,
     settings: JudgeSettings,
     *,
-    names_txt: Path,
+    exercise: GradedExercise,
+    data: dict[str, Path],
     then: Callable[[RunResult], list[str]],
     again: Callable[[RunResult], bool] = lambda run: False,
     launcher: Launcher = launch_sandboxed,
@@ -134,9 +140,9 @@ def run_replay(
     work = Path(tempfile.mkdtemp(prefix="replay-", dir=exchange_root()))
     try:
         os.chmod(work, 0o755)
-        write_plan(work, cells, fresh, settings, names_txt)
-        server = server_for(warm_prefix(cells), launcher)
-        r = _Runs(server, work, fresh, settings, names_txt, results.expected_shapes(fresh))
+        write_plan(work, cells, fresh, settings, data, what_is_asked(exercise))
+        server = server_for(warm_prefix(cells, exercise), launcher)
+        r = _Runs(server, work, fresh, settings, data, exercise, results.expected_shapes(fresh, exercise))
         runs = {AS_SUBMITTED: r.graded(AS_SUBMITTED, mode, again)}
         for run in then(runs[AS_SUBMITTED]):
             runs[run] = r.graded(run, mode, again)
@@ -149,7 +155,7 @@ def run_replay(
         else:
             counterpart = r.one(AS_SUBMITTED, BLOCK)
         (work / INJECT_FILE).unlink(missing_ok=True)
-        runs.update({name: RunResult("skipped") for name in run_order() if name not in runs})
+        runs.update({name: RunResult("skipped") for name in run_order(exercise) if name not in runs})
         fine = (STATUS_OK, "skipped")
         problems = [f"run {k}: {res.status}" for k, res in runs.items() if res.status not in fine]
         return ReplayOutput(runs, time.perf_counter() - r.t0, "; ".join(problems) or None, mode, counterpart)

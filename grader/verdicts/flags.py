@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ..exercise import spec
+from ..exercise.graded import GradedExercise
 from .budget import for_submission
 from .scan import Finding, scan_source
 from .scan_rules import bound_names
@@ -41,10 +42,10 @@ class Flag:
         return cls(str(data["kind"]), str(data["evidence"]), list(data.get("grade_ids") or []))
 
 
-def cell_grade_ids(cell: str) -> list[str]:
+def cell_grade_ids(cell: str, exercise: GradedExercise = spec.NINJA) -> list[str]:
     """An answer cell bears on its exercise's grades; a cell of the student's own on any of them."""
-    exercise = next((ex for ex, label in spec.ANSWER_CELLS.items() if label == cell), None)
-    return [g.grade_id for g in spec.GRADED if exercise is None or g.exercise == exercise]
+    ex = next((k for k in exercise.exercises if exercise.answer_cell(k) == cell), None)
+    return [g.grade_id for g in exercise.graded if ex is None or g.exercise == ex]
 
 
 def scan_plan(plan) -> list[Finding]:
@@ -57,9 +58,12 @@ def scan_plan(plan) -> list[Finding]:
 
 
 def flags(
-    findings: list[Finding], verdicts: dict[str, Verdict], in_kernel: dict[str, float] | None
+    findings: list[Finding],
+    verdicts: dict[str, Verdict],
+    in_kernel: dict[str, float] | None,
+    exercise: GradedExercise = spec.NINJA,
 ) -> list[Flag]:
-    out = [Flag(f.kind, f.text(), cell_grade_ids(f.cell)) for f in findings if f.serious]
+    out = [Flag(f.kind, f.text(), cell_grade_ids(f.cell, exercise)) for f in findings if f.serious]
     for gid, score in (in_kernel or {}).items():
         v = verdicts.get(gid)
         # a value the replay never got (a deleted cell, say) is not a sign of copying

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import torch
 
+from ..exercise import spec
 from ..exercise.compare import ATOL, MISSING, Unusable, as_reference_shape
-from ..reference import steps
+from ..exercise.graded import GradedExercise
 from ..reference.inputs import FreshInputs
 from ..replay.results import RunResult
 from ..untrusted.protocol import STATUS_OK
@@ -18,7 +19,11 @@ from .mistakes import known_mistakes
 from .outcomes import SKIPPED, Outcome
 
 
-def factors(n: int) -> list[tuple[float, str]]:
+def factors(n: int | None) -> list[tuple[float, str]]:
+    """The factors a gradient is typically off by; those of the batch size n where there is one."""
+    plain = [(-1.0, "-1: the sign is flipped"), (2.0, "2"), (0.5, "1/2")]
+    if n is None or n < 2:
+        return plain
     return [
         (n / (n - 1), "n/(n-1): Bessel's correction, the variance divides by n-1, not n"),
         ((n - 1) / n, "(n-1)/n: Bessel's correction, the variance divides by n-1, not n"),
@@ -89,8 +94,8 @@ def value_hint(
     )
 
 
-def _n_overwritten(n_seen, n: int) -> str | None:
-    if n_seen is None or n_seen == n:
+def _n_overwritten(n_seen, n: int | None) -> str | None:
+    if n_seen is None or n is None or n_seen == n:
         return None
     return (
         f"`n` is {n_seen!r} when this cell runs, not the batch size {n}: "
@@ -135,7 +140,9 @@ def _scaled(v: torch.Tensor, r: torch.Tensor, n: int) -> str | None:
     return None
 
 
-def explain(o: Outcome, value, main: RunResult, fresh: FreshInputs, n: int) -> str | None:
+def explain(
+    o: Outcome, value, main: RunResult, fresh: FreshInputs, n: int, exercise: GradedExercise = spec.NINJA
+) -> str | None:
     """The hint a failed gradient owes, on `value` (its own rule's where that shows it), from what
     the replay saw of the notebook as submitted (`main`)."""
     name, names = o.gradient.name, main.meta.get("names", [])
@@ -160,16 +167,16 @@ def explain(o: Outcome, value, main: RunResult, fresh: FreshInputs, n: int) -> s
         n=n,
         branches=o.branches,
         aliases=main.meta.get("aliases", []),
-        mistakes=known_mistakes(name, fresh.values, fresh.grads),
+        mistakes=known_mistakes(name, fresh.values, fresh.grads) if exercise.mistakes else None,
         n_seen=n_seen,
-        upstream=_upstream(o, fresh),
+        upstream=_upstream(o, fresh, exercise),
         forward=fresh.values,
     )
 
 
-def _upstream(o: Outcome, fresh: FreshInputs) -> torch.Tensor | None:
+def _upstream(o: Outcome, fresh: FreshInputs, exercise: GradedExercise) -> torch.Tensor | None:
     """The gradient an exercise-1 step receives, when it has one consumer."""
     if o.gradient.exercise != 1:
         return None
-    consumers = steps.consumers(o.gradient.target)
+    consumers = exercise.definition.consumers(o.gradient.target)
     return fresh.grads.get(consumers[0]) if len(consumers) == 1 else None

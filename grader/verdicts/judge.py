@@ -16,9 +16,10 @@ from pathlib import Path
 
 from ..confine import Sandbox, default_sandbox
 from ..exercise import spec
+from ..exercise.graded import GradedExercise
 from ..exercise.verdict import Verdict
-from ..reference import steps
 from ..reference.inputs import FreshInputs, dataset, fresh_inputs
+from ..reference.written import fresh_written
 from ..replay.client import Launcher, launch_sandboxed
 from ..replay.plan import replay_cells
 from ..replay.results import RunResult
@@ -73,7 +74,9 @@ def judge_submission(
     *,
     student: str,
     settings: JudgeSettings,
-    names_txt: Path,
+    names_txt: Path | None = None,
+    exercise: GradedExercise = spec.NINJA,
+    folder: Path | None = None,
     in_kernel: dict[str, float] | None = None,
     sandbox: Sandbox | None = None,
     launcher: Launcher | None = None,
@@ -83,32 +86,41 @@ def judge_submission(
     record. The replay runs in `sandbox`, default_sandbox() (as the environment is now) when None;
     `launcher` instead starts the replay server some other way, and only a caller that passes one
     runs the replay outside the sandbox (replay.client.launch_plain: tests of the judge's logic,
-    c.ReplayGrades.sandboxed = False)."""
+    c.ReplayGrades.sandboxed = False). Backprop Ninja's inputs come from `names_txt`; a written
+    exercise's from its setup cells, run in `folder` (its source folder, with its files)."""
     if sandbox is not None and launcher is not None:
         raise ValueError("a sandbox or a launcher, not both")
-    fresh = fresh_inputs(dataset(names_txt), settings)
-    plan = replay_cells(cells, settings)
+    if exercise is spec.NINJA:
+        fresh, data = fresh_inputs(dataset(names_txt), settings), {"names.txt": names_txt}
+    else:
+        fresh, data = (
+            fresh_written(exercise, folder, settings),
+            {f: folder / f for f in exercise.definition.files},
+        )
+    plan = replay_cells(cells, settings, exercise)
     launcher = launcher or functools.partial(launch_sandboxed, sandbox=sandbox or default_sandbox())
     first: dict = {}
 
     def then(main: RunResult) -> list[str]:  # exercise 1 as submitted, compared once, picks the runs
-        first.update(outcomes.exercise1_as_submitted(main, fresh))
-        return outcomes.runs_that_matter(first)
+        first.update(outcomes.exercise1_as_submitted(main, fresh, exercise))
+        return outcomes.runs_that_matter(first, exercise)
 
-    again = over_budget(plan, fresh, settings)
-    out = run_replay(plan, fresh, settings, names_txt=names_txt, then=then, again=again, launcher=launcher)
+    again = over_budget(plan, fresh, settings, exercise)
+    out = run_replay(
+        plan, fresh, settings, exercise=exercise, data=data, then=then, again=again, launcher=launcher
+    )
     try:
         with time_limit(settings.judge_seconds):
-            found = outcomes.collect(out, fresh, first)
-            verdicts = all_verdicts(found, fresh, settings)
+            found = outcomes.collect(out, fresh, first, exercise)
+            verdicts = all_verdicts(found, fresh, settings, exercise)
             policy_flags = apply_policy(verdicts, found, out, settings.autograd_policy)
-            policy_flags += apply_numeric(verdicts, out, plan, fresh, settings)
+            policy_flags += apply_numeric(verdicts, out, plan, fresh, settings, exercise=exercise)
         overrun = None
     except JudgeTimeout as e:  # costs this submission only: the batch goes on
         overrun, policy_flags = str(e), []
         verdicts = {
             g.grade_id: Verdict(g.grade_id, 0.0, g.points, [overrun], hint=overrun, problem="judge_timeout")
-            for g in spec.GRADED
+            for g in exercise.graded
         }
     findings = scan_plan(plan)
     problems = [p for p in (out.problem, overrun) if p]
@@ -117,32 +129,46 @@ def judge_submission(
         settings.seed,
         verdicts,
         findings,
-        flags(findings, verdicts, in_kernel) + policy_flags,
+        flags(findings, verdicts, in_kernel, exercise) + policy_flags,
         out.seconds,
         problems,
     )
 
 
-def all_verdicts(found: outcomes.Outcomes, fresh: FreshInputs, settings: JudgeSettings) -> dict[str, Verdict]:
+def all_verdicts(
+    found: outcomes.Outcomes,
+    fresh: FreshInputs,
+    settings: JudgeSettings,
+    exercise: GradedExercise = spec.NINJA,
+) -> dict[str, Verdict]:
     """Decide every gradient (exercise 1 in backward order, so that a gradient knows which of the
     gradients it received were wrong), then give each failure its hint."""
-    verdicts, right = {}, {}
-    for g in spec.GRADIENTS:
+    verdicts, right, d = {}, {}, exercise.definition
+    handed = {int(o.run[2:]): o.start for o in exercise.one_go}  # exercise -> the d<start> it is given
+    n = settings.batch_size if exercise is spec.NINJA else _batch_size(fresh)
+    for g in exercise.gradients:
         o = found.gradients[g.grade_id]
         wrong = []
         if g.exercise == 1:
-            consumers = [c for c in steps.consumers(g.target) if c != "loss"]
+            consumers = [c for c in d.consumers(g.target) if c != d.loss]
             wrong = [f"d{c}" for c in consumers if not right.get(f"d{c}", True)]
         decision = decide(o, wrong_inputs=wrong, carried_credit=settings.carried_credit)
         v = decision.verdict
         if decision.explain is not NOTHING:
-            with_hint(v, hints.explain(o, decision.explain, found.main, fresh, settings.batch_size))
+            with_hint(v, hints.explain(o, decision.explain, found.main, fresh, n, exercise))
         if g.exercise == 1:
             right[g.name] = v.score == g.points and not v.carried
-        if g.exercise == 3 and v.score == g.points:
-            v.lines.append("judged with the correct dhpreact")
-        if g.exercise == 4 and found.ex4_error and v.score < v.max_score:
+        if g.exercise in handed and v.score == g.points:
+            v.lines.append(f"judged with the correct d{handed[g.exercise]}")
+        if exercise.trains(g) and found.ex4_error and v.score < v.max_score:
             v.lines, v.hint = [found.ex4_error], found.ex4_error
         verdicts[g.grade_id] = v
-    verdicts[spec.TRAINING.grade_id] = found.trained
+    if found.trained is not None:
+        verdicts[found.trained.grade_id] = found.trained
     return verdicts
+
+
+def _batch_size(fresh: FreshInputs) -> int | None:
+    """A written exercise's `n`, where its steps read one (the hints' factors of n)."""
+    n = fresh.values.get("n")
+    return n if isinstance(n, int) else None

@@ -31,8 +31,8 @@ from collections.abc import Callable
 
 from ..exercise import spec
 from ..exercise.cells import strip_magics
+from ..exercise.graded import GradedExercise
 from ..exercise.verdict import Verdict
-from ..reference import steps
 from ..reference.inputs import FreshInputs
 from ..replay.results import RunResult
 from ..replay.run import ReplayOutput
@@ -41,21 +41,22 @@ from ..untrusted.protocol import TRAINING_CPU
 from .flags import Flag
 
 NUMERIC = "computed numerically (finite differences), not derived: no credit"
-_reference: list[float] = []
+_reference: dict[str, float] = {}
 
 
-def reference_seconds(fresh: FreshInputs) -> float:
-    """What the reference's derived backward costs here, once a process: the fastest of 100
-    timings after 20 to warm up (30 ms in all)."""
-    if not _reference:
+def reference_seconds(fresh: FreshInputs, exercise: GradedExercise = spec.NINJA) -> float:
+    """What the reference's derived backward costs here (Backprop Ninja's by its step rules, a
+    written exercise's by autograd), once a process and exercise: the fastest of 100 timings
+    after 20 to warm up (30 ms in all for Backprop Ninja)."""
+    if exercise.assignment not in _reference:
         costs = []
         for i in range(120):
             started = time.thread_time()
-            steps.manual_grads(fresh.values)
+            fresh.backward()
             if i >= 20:
                 costs.append(time.thread_time() - started)
-        _reference.append(min(costs))
-    return _reference[0]
+        _reference[exercise.assignment] = min(costs)
+    return _reference[exercise.assignment]
 
 
 def budget(settings: JudgeSettings, unit: float) -> float:
@@ -63,24 +64,26 @@ def budget(settings: JudgeSettings, unit: float) -> float:
     return max(settings.numeric_factor * unit, settings.numeric_floor_seconds)
 
 
-def over_budget(plan: list[dict], fresh: FreshInputs, settings: JudgeSettings) -> Callable[[RunResult], bool]:
+def over_budget(
+    plan: list[dict], fresh: FreshInputs, settings: JudgeSettings, exercise: GradedExercise = spec.NINJA
+) -> Callable[[RunResult], bool]:
     """Whether a run's cells cost more than the bound: the replay runs such a run once more."""
     section: list[dict] = []  # parsed at the first run's return, once
 
     def over(run: RunResult) -> bool:
-        section[:] = section or [sections(plan)]
-        limit = budget(settings, reference_seconds(fresh))
-        return bool(costly(run, section[0], limit, settings.train_steps))
+        section[:] = section or [sections(plan, exercise)]
+        limit = budget(settings, reference_seconds(fresh, exercise))
+        return bool(costly(run, section[0], limit, settings.train_steps, exercise.training))
 
     return over
 
 
-def sections(plan: list[dict]) -> dict[str, set[int]]:
+def sections(plan: list[dict], exercise: GradedExercise = spec.NINJA) -> dict[str, set[int]]:
     """Each student cell's exercises: an answer cell's own; a cell the student added, those of
     the later answer cells that read a name it binds (a cell that loops, plots or checks the
     answers with numbers of its own feeds no answer: it is no exercise's cost)."""
-    answers = {label: ex for ex, label in spec.ANSWER_CELLS.items()}
-    by_label: dict[str, set[int]] = {spec.EX4_FUNCTION: {4}}
+    answers = {exercise.answer_cell(ex): ex for ex in exercise.exercises}
+    by_label: dict[str, set[int]] = {spec.EX4_FUNCTION: {exercise.training}} if exercise.training else {}
     reads = [
         (i, answers[c.get("grade_id")], _names(c["source"])[1])
         for i, c in enumerate(plan)
@@ -112,16 +115,18 @@ def _names(source: str) -> tuple[set[str], set[str]]:
     return bound, read - bound  # an import binds no answer's input; a name a cell binds it does not read
 
 
-def costly(run: RunResult, section: dict[str, set[int]], limit: float, train_steps: int) -> dict[int, float]:
+def costly(
+    run: RunResult, section: dict[str, set[int]], limit: float, train_steps: int, training: int | None = 4
+) -> dict[int, float]:
     """Exercise -> CPU seconds of its student cells in this run (`section`: sections(plan)),
     where over the limit."""
     spent: dict[int, float] = {}
     for label, seconds in run.meta.get("cpu", {}).items():
         for ex in section.get(label, ()):
             spent[ex] = spent.get(ex, 0.0) + seconds
-    training = run.meta.get("cpu", {}).get(TRAINING_CPU, 0.0)
-    if training > limit * max(train_steps, 1):  # manual_backward, once a step
-        spent[4] = max(spent.get(4, 0.0), training)
+    cpu = run.meta.get("cpu", {}).get(TRAINING_CPU, 0.0)
+    if training is not None and cpu > limit * max(train_steps, 1):  # manual_backward, once a step
+        spent[training] = max(spent.get(training, 0.0), cpu)
     return {ex: s for ex, s in spent.items() if s > limit}
 
 
@@ -140,15 +145,17 @@ def apply_numeric(
     fresh: FreshInputs,
     settings: JudgeSettings,
     unit: float | None = None,
+    *,
+    exercise: GradedExercise = spec.NINJA,
 ) -> list[Flag]:
     """Zero (policy "zero") or list (policy "flag") what numeric work produced; `unit`: the
     reference backward's CPU seconds, measured here when None."""
-    limit = budget(settings, reference_seconds(fresh) if unit is None else unit)
-    section = sections(plan)  # parsed once for all the runs
+    limit = budget(settings, reference_seconds(fresh, exercise) if unit is None else unit)
+    section = sections(plan, exercise)  # parsed once for all the runs
     found: dict[int, str] = {}
     flags = []
     for name, run in out.runs.items():
-        for ex, seconds in costly(run, section, limit, settings.train_steps).items():
+        for ex, seconds in costly(run, section, limit, settings.train_steps, exercise.training).items():
             found.setdefault(
                 ex,
                 f"exercise {ex}'s cells took {seconds:.2f} CPU s (a derived backward: {limit:.2g} s at most)",
@@ -157,7 +164,7 @@ def apply_numeric(
         if lost:  # results to send cost the run CPU too: a sign for the TAs, not a verdict
             flags.append(Flag("tampering", f"{lost:.1f} CPU s of run {name} not in its own count", []))
     for ex, evidence in sorted(found.items()):
-        ids = [g.grade_id for g in spec.GRADED if g.exercise == ex and verdicts[g.grade_id].score > 0]
+        ids = [g.grade_id for g in exercise.graded if g.exercise == ex and verdicts[g.grade_id].score > 0]
         if settings.autograd_policy == "zero":
             for gid in ids:
                 v = verdicts[gid]

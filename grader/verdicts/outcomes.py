@@ -12,15 +12,15 @@ import torch
 
 from ..exercise import spec
 from ..exercise.compare import MISSING, Comparison
+from ..exercise.definition import Gradient
+from ..exercise.graded import GradedExercise
 from ..exercise.verdict import Verdict, compare_gradient
-from ..reference import steps
 from ..reference.inputs import FreshInputs
-from ..replay.plan import EX1, run_order
-from ..replay.results import EX1_CELL, RunResult
+from ..replay.plan import run_order
+from ..replay.results import RunResult
 from ..replay.run import ReplayOutput
 from ..untrusted.protocol import (
     AS_SUBMITTED,
-    EX3,
     EX4,
     OWN,
     STATUS_OK,
@@ -38,7 +38,7 @@ SKIPPED = "skipped"  # a run the judge did not need (ReplayOutput fills it in)
 class Outcome:
     """One gradient: what decides its grade, and what a hint needs to explain a failure."""
 
-    gradient: spec.Gradient
+    gradient: Gradient
     reference: torch.Tensor
     graded: object  # as submitted (exercise 3: its own run, handed the correct dhpreact)
     as_is: Comparison
@@ -58,52 +58,59 @@ class Outcomes:
     gradients: dict[str, Outcome]  # by grade id
     main: RunResult  # the notebook as submitted, as graded
     ex4_error: str | None  # why exercise 4 has no gradients, if it has none
-    trained: Verdict  # exercise 4's training point, as graded
+    trained: Verdict | None  # exercise 4's training point, as graded (None: no training exercise)
     trained_blocked: bool | None = None  # the training point in the blocked / watched runs
     trained_watched: bool | None = None
 
 
-def exercise1_as_submitted(main: RunResult, fresh: FreshInputs) -> dict[str, Comparison]:
+def exercise1_as_submitted(
+    main: RunResult, fresh: FreshInputs, exercise: GradedExercise
+) -> dict[str, Comparison]:
     """Exercise 1's gradients as submitted, by name: what decides which own-rule runs to make."""
+    cell = exercise.answer_cell(1)
     return {
-        g.name: compare_gradient(g, main.value(value_key(EX1_CELL, g.name)), fresh.grads[g.target])
-        for g in EX1
+        g.name: compare_gradient(g, main.value(value_key(cell, g.name)), fresh.grads[g.target], exercise)
+        for g in exercise.exercise1
     }
 
 
-def runs_that_matter(first: dict[str, Comparison]) -> list[str]:
-    """Exercise 3's run, and the own-rule run of every exercise-1 gradient that failed as submitted."""
+def runs_that_matter(first: dict[str, Comparison], exercise: GradedExercise) -> list[str]:
+    """The in-one-go runs, and the own-rule run of every exercise-1 gradient that failed as submitted."""
     failed = {name for name, c in first.items() if not c.ok}
-    return [r for r in run_order()[1:] if r == EX3 or parse_run_name(r)[1] in failed]
+    one_go = {o.run for o in exercise.one_go}
+    return [r for r in run_order(exercise)[1:] if r in one_go or parse_run_name(r)[1] in failed]
 
 
-def _reference(g: spec.Gradient, fresh: FreshInputs) -> torch.Tensor:
-    return (fresh.ex4_reference if g.exercise == 4 else fresh.grads)[g.target]
+def _reference(g, fresh: FreshInputs, exercise: GradedExercise) -> torch.Tensor:
+    return (fresh.ex4_reference if exercise.trains(g) else fresh.grads)[g.target]
 
 
-def _right_in(run: RunResult | None, g: spec.Gradient, fresh: FreshInputs) -> bool | None:
+def _right_in(run: RunResult | None, g, fresh: FreshInputs, exercise: GradedExercise) -> bool | None:
     """Right in one of the notebook's runs as submitted (its own cell's value, exercise 3's too)."""
     if run is None:
         return None
-    where = EX4 if g.exercise == 4 else spec.ANSWER_CELLS[g.exercise]
-    return compare_gradient(g, run.value(value_key(where, g.name)), _reference(g, fresh)).ok
+    where = EX4 if exercise.trains(g) else exercise.answer_cell(g.exercise)
+    return compare_gradient(
+        g, run.value(value_key(where, g.name)), _reference(g, fresh, exercise), exercise
+    ).ok
 
 
-def _exercise1(out: ReplayOutput, fresh: FreshInputs, first: dict[str, Comparison], g) -> Outcome:
+def _exercise1(out: ReplayOutput, fresh: FreshInputs, first: dict[str, Comparison], g, exercise) -> Outcome:
     main, own_run = out.runs[AS_SUBMITTED], out.runs.get(run_name_local(g.name))
     alone = own_run.value(value_key(None, g.name)) if own_run and own_run.status != SKIPPED else None
-    ref, value = fresh.grads[g.target], main.value(value_key(EX1_CELL, g.name))
+    cell = exercise.answer_cell(1)
+    ref, value = fresh.grads[g.target], main.value(value_key(cell, g.name))
     return Outcome(
         g,
         ref,
         value,
-        first.get(g.name) or compare_gradient(g, value, ref),
+        first.get(g.name) or compare_gradient(g, value, ref, exercise),
         own_rule=alone,
-        own=compare_gradient(g, alone, ref) if alone is not None else None,
-        cell=EX1_CELL,
+        own=compare_gradient(g, alone, ref, exercise) if alone is not None else None,
+        cell=cell,
         errors=main.meta.get("errors", []),
         own_errors=own_run.meta.get("errors", []) if own_run else [],
-        branches=fresh.branches.get(g.target) if len(steps.consumers(g.target)) > 1 else None,
+        branches=fresh.branches.get(g.target) if len(exercise.definition.consumers(g.target)) > 1 else None,
         renamed=(_holder(own_run, ref) or _holder(main, ref)) if value is MISSING else None,
     )
 
@@ -117,45 +124,52 @@ def _holder(run: RunResult | None, ref: torch.Tensor) -> str | None:
     return None
 
 
-def _later(out: ReplayOutput, fresh: FreshInputs, g) -> Outcome:
-    """Exercises 2, 3 and 4: one value each, as submitted (exercise 3 in its own run)."""
-    main, ref = out.runs[AS_SUBMITTED], _reference(g, fresh)
+def _later(out: ReplayOutput, fresh: FreshInputs, g, exercise: GradedExercise) -> Outcome:
+    """The exercises after the first: one value each, as submitted (an in-one-go exercise below
+    the loss in its own run, Backprop Ninja's exercise 3; its exercise 4 from manual_backward)."""
+    main, ref = out.runs[AS_SUBMITTED], _reference(g, fresh, exercise)
     errors = main.meta.get("errors", [])
-    if g.exercise == 3:
-        run3 = out.runs[EX3]
-        value, errors = run3.value(value_key(None, g.name)), errors + run3.meta.get("errors", [])
+    own = next((o.run for o in exercise.one_go if o.target == g.target and o.run == f"ex{g.exercise}"), None)
+    if own:
+        run = out.runs[own]
+        value, errors = run.value(value_key(None, g.name)), errors + run.meta.get("errors", [])
     else:
-        value = main.value(value_key(EX4 if g.exercise == 4 else spec.ANSWER_CELLS[g.exercise], g.name))
-    cell = spec.ANSWER_CELLS.get(g.exercise) if g.exercise in (2, 3) else None
-    return Outcome(g, ref, value, compare_gradient(g, value, ref), cell=cell, errors=errors)
+        value = main.value(value_key(EX4 if exercise.trains(g) else exercise.answer_cell(g.exercise), g.name))
+    cell = None if exercise.trains(g) else exercise.answer_cell(g.exercise)
+    return Outcome(g, ref, value, compare_gradient(g, value, ref, exercise), cell=cell, errors=errors)
 
 
-def _trained(run: RunResult | None, fresh: FreshInputs) -> bool | None:
-    if run is None:
+def _trained(run: RunResult | None, fresh: FreshInputs, exercise: GradedExercise) -> bool | None:
+    if run is None or exercise.training is None:
         return None
     v = training_verdict(run, fresh, run.meta.get("ex4_error"))
     return v.score == v.max_score
 
 
-def collect(out: ReplayOutput, fresh: FreshInputs, first: dict[str, Comparison] | None = None) -> Outcomes:
+def collect(
+    out: ReplayOutput,
+    fresh: FreshInputs,
+    first: dict[str, Comparison] | None = None,
+    exercise: GradedExercise = spec.NINJA,
+) -> Outcomes:
     """Every comparison of the submission, once. `first`: exercise 1 as submitted, if the judge
     has compared it already (to choose the runs)."""
     first = first or {}
     gradients = {}
-    for g in spec.GRADIENTS:
-        o = _exercise1(out, fresh, first, g) if g.exercise == 1 else _later(out, fresh, g)
+    for g in exercise.gradients:
+        o = _exercise1(out, fresh, first, g, exercise) if g.exercise == 1 else _later(out, fresh, g, exercise)
         if out.blocked is not None and out.watched is not None:
-            o.blocked, o.watched = _right_in(out.blocked, g, fresh), _right_in(out.watched, g, fresh)
+            o.blocked = _right_in(out.blocked, g, fresh, exercise)
+            o.watched = _right_in(out.watched, g, fresh, exercise)
         gradients[g.grade_id] = o
     main = out.runs[AS_SUBMITTED]
     ex4_error = main.meta.get("ex4_error") or (
         None if main.status == STATUS_OK else f"the replay run {main.status}"
     )
     ex4_error = ex4_error and raised.in_words(ex4_error, main.meta.get("names", []))
-    found = Outcomes(gradients, main, ex4_error, training_verdict(main, fresh, ex4_error))
+    trained = training_verdict(main, fresh, ex4_error) if exercise.training is not None else None
+    found = Outcomes(gradients, main, ex4_error, trained)
     if out.blocked is not None and out.watched is not None:
-        found.trained_blocked, found.trained_watched = (
-            _trained(out.blocked, fresh),
-            _trained(out.watched, fresh),
-        )
+        found.trained_blocked = _trained(out.blocked, fresh, exercise)
+        found.trained_watched = _trained(out.watched, fresh, exercise)
     return found

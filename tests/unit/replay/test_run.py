@@ -4,6 +4,7 @@ nothing else runs twice."""
 
 from __future__ import annotations
 
+from grader.exercise import spec
 from grader.replay import run as run_mod
 from grader.settings import JudgeSettings
 from grader.untrusted.protocol import AS_SUBMITTED, EX3, STATUS_OK
@@ -18,7 +19,7 @@ class ScriptedServer:
     def __init__(self, costs: dict[str, list[float]]):
         self.costs, self.calls = costs, []
 
-    def replay(self, workdir, *, run, names_txt, timeout, autograd, statement_seconds=None):
+    def replay(self, workdir, *, run, data, timeout, autograd, statement_seconds=None):
         self.calls.append(run)
         cost = self.costs[run].pop(0)
         return STATUS_OK, frame({"cpu": {"ex1_solution": cost}}), cost + 0.1
@@ -31,7 +32,8 @@ def _replay(monkeypatch, fresh, names_txt, costs, then_runs=()):
         [],
         fresh,
         JudgeSettings(seed=JUDGE_SEED),
-        names_txt=names_txt,
+        exercise=spec.NINJA,
+        data={"names.txt": names_txt},
         then=lambda main: list(then_runs),
         again=lambda run: run.meta["cpu"]["ex1_solution"] > 1.0,
     )

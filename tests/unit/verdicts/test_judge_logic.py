@@ -35,7 +35,9 @@ def test_an_overlong_verdict_costs_only_its_submission(fresh, names_txt, monkeyp
     monkeypatch.setattr(judge, "run_replay", lambda *a, **k: ReplayOutput(honest_runs(fresh), 0.5))
     real = judge.all_verdicts
 
-    def slow(out, f, s):  # Python that never ends, in an `except Exception` that must not swallow the alarm
+    def slow(
+        out, f, s, *exercise
+    ):  # Python that never ends, in an `except Exception` that must not swallow the alarm
         try:
             while True:
                 pass

@@ -1,0 +1,101 @@
+"""What the judge, the replay and the feedback need to know of one graded assignment, derived
+from its definition (grader/exercise/definition.py): its gradients and their grade ids, its
+answer cells, the cells the replay leaves to the kernel, the seed it re-seeds, each in-one-go
+exercise's own run. Backprop Ninja's is spec.NINJA; an exercise written by `backprop-ninja new`
+carries its definition in its source notebook's metadata (`written`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .definition import Definition, Gradient
+
+METADATA_KEY = "backprop_ninja"  # the source notebook's metadata: {"definition": {...}}
+
+
+@dataclass(frozen=True)
+class Check:
+    """A graded cell that is not one gradient (Backprop Ninja's training point)."""
+
+    exercise: int
+    name: str
+    points: float
+
+    @property
+    def grade_id(self) -> str:
+        return f"ex{self.exercise}_{self.name}"
+
+
+@dataclass(frozen=True)
+class OneGo:
+    """An in-one-go exercise judged in a run of its own, handed the correct d<start>."""
+
+    run: str  # its run's name ("ex3")
+    cell: str  # its answer cell
+    start: str
+    target: str
+
+
+@dataclass(frozen=True)
+class GradedExercise:
+    definition: Definition
+    assignment: str
+    notebook: str
+    gradients: tuple[Gradient, ...]
+    checks: tuple[Check, ...] = ()
+    kernel_only_cells: frozenset[str] = frozenset()  # locked cells the replay does not run
+    batch_cell: str | None = None  # the locked cell that sets batch_size (the replay may change it)
+    zero_gradients: dict[str, str] = field(default_factory=dict)  # mathematically zero: zeros are right
+    training: int | None = None  # the exercise of the lecture's exercise 4's kind (manual_backward)
+    mistakes: bool = False  # verdicts/mistakes.py knows this exercise's classic wrong rules
+
+    @classmethod
+    def written(cls, d: Definition) -> GradedExercise:
+        """An exercise written from its definition (grader/authoring/notebook.py's cells)."""
+        checks = {f"ex{ex}_check" for ex in {g.exercise for g in d.gradients()}}
+        batch = next((c.grade_id for c in d.setup if c.grade_id == "batch"), None)
+        return cls(d, d.name, d.name, tuple(d.gradients()), (), frozenset({"autograd", *checks}), batch)
+
+    @property
+    def graded(self) -> list[Gradient | Check]:
+        return [*self.gradients, *self.checks]
+
+    @property
+    def by_grade_id(self) -> dict[str, Gradient | Check]:
+        return {g.grade_id: g for g in self.graded}
+
+    @property
+    def exercise1(self) -> list[Gradient]:
+        return [g for g in self.gradients if g.exercise == 1]
+
+    @property
+    def exercises(self) -> list[int]:
+        return sorted({g.exercise for g in self.graded})
+
+    def answer_cell(self, exercise: int) -> str:
+        return f"ex{exercise}_solution"
+
+    @property
+    def one_go(self) -> list[OneGo]:
+        """The in-one-go exercises that start below the loss: each has a run of its own."""
+        return [
+            OneGo(f"ex{g.exercise}", self.answer_cell(g.exercise), g.start, g.target)
+            for g in self.definition.in_one_go
+            if g.start != self.definition.loss
+        ]
+
+    def trains(self, g) -> bool:
+        """Whether `g` belongs to the training exercise (its gradients come from manual_backward)."""
+        return self.training is not None and g.exercise == self.training
+
+    def records(self, reports: Path) -> Path:
+        """Where the judge's per-student records go under the course's report folder: replay/ for
+        Backprop Ninja (its reports read it), replay-<assignment>/ for each other exercise."""
+        return reports / ("replay" if self.training is not None else f"replay-{self.assignment}")
+
+    def exercise_points(self, exercise: int) -> float:
+        return sum(g.points for g in self.graded if g.exercise == exercise)
+
+    def total_points(self) -> float:
+        return sum(g.points for g in self.graded)
