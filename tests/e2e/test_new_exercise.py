@@ -1,12 +1,14 @@
 """An exercise written from its definition alone, end to end with real nbgrader (issue 21):
 `backprop-ninja new tests/tiny_exercise.py COURSE` makes the course, `nbgrader
 generate_assignment` releases it without solutions or hidden tests, and `nbgrader autograde`
-grades three students gradient by gradient: the right answer, one gradient transposed, and a
-cell that raises. Then the kit's second assignment, the GPT block, goes into the same course by
+grades four students gradient by gradient, by the kit's replay in the sandbox: the right answer,
+one gradient transposed, a cell that raises, and autograd's answer read in the kernel (right
+there, nothing in the replay). Then the kit's second assignment, the GPT block, goes into the same course by
 its name and gives the instructor's answers every one of its 63 points."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -24,6 +26,8 @@ ANSWERS = {
     "s1_right": TINY.solution,
     "s2_transposed": TINY.solution.replace("dW = X.T @ dlogits", "dW = (X.T @ dlogits).T"),
     "s3_raises": "dlogprobs = torch.zeros_like(logprobs)\nraise ValueError('not yet')",
+    # autograd's answer, read in the student's kernel: right there, refused by the replay
+    "s4_reads_grad": TINY.solution.replace("dW = X.T @ dlogits", "dW = W.grad.clone()"),
 }
 
 
@@ -99,9 +103,20 @@ def test_each_gradient_is_graded_on_its_own(course):
         "s1_right": {f"ex1_{x}": 1.0 for x in EX1},
         "s2_transposed": {f"ex1_{x}": 0.0 if x == "dW" else 1.0 for x in EX1},
         "s3_raises": {f"ex1_{x}": 0.0 for x in EX1},
+        "s4_reads_grad": {f"ex1_{x}": 0.0 if x == "dW" else 1.0 for x in EX1},
     }
     shown = (course[0] / "autograded" / "s2_transposed" / "tiny" / "tiny.ipynb").read_text()
     assert "FAIL ex1_dW: 0/1 points" in shown and "PASS ex1_db: 1/1 points" in shown
+    assert "hint: transposed: you have (5, 3), expected (3, 5)" in shown  # the judge's, not the kernel's
+
+
+def test_the_replay_grades_it_and_autograds_answer_earns_nothing(course):
+    records = course[0] / "reports" / "replay-tiny"
+    assert sorted(p.stem for p in records.glob("*.json")) == sorted(ANSWERS)
+    cheat = json.loads((records / "s4_reads_grad.json").read_text())
+    assert cheat["verdicts"]["ex1_dW"]["score"] == 0 and cheat["problems"] == []
+    assert any(f["kind"] == "autograd" and "reads .grad" in f["evidence"] for f in cheat["flags"])
+    assert not (course[0] / "reports" / "replay").exists()  # Backprop Ninja's records stay its own
 
 
 def test_the_gpt_block_beside_it_in_the_same_course_gives_every_point(course):
