@@ -22,11 +22,11 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import is_grade, is_solution
 from traitlets import List
 
-from ..exercise import spec
 from ..exercise.cells import nbgrader_meta
+from ..exercise.graded import GradedExercise
 from ..reports.verdict_rows import Row, row
 from ..settings import report_dir
-from .scope import kit_assignment
+from .scope import graded_exercise
 
 __all__ = ["FeedbackSummary", "Row", "strip_hidden_tests", "summary_html"]
 
@@ -41,29 +41,32 @@ class FeedbackSummary(NbGraderPreprocessor):
     display_data_priority = List(NbGraderPreprocessor.display_data_priority.default_value).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
-        if not kit_assignment(resources):
+        exercise = graded_exercise(resources, self.config)
+        if exercise is None:
             return nb, resources
         info = resources.get("nbgrader") or {}
-        record = self._record(info.get("student", ""))
+        record = self._record(info.get("student", ""), exercise)
         cells = {}
         for cell in nb.cells:
             meta = nbgrader_meta(cell)
             if meta and not is_solution(cell) and cell.cell_type == "code":  # the instructor's cells
                 cell.source = strip_hidden_tests(cell.source, meta.get("grade_id", ""))
-            if is_grade(cell) and meta.get("grade_id") in spec.BY_GRADE_ID:
+            if is_grade(cell) and meta.get("grade_id") in exercise.by_grade_id:
                 cells.setdefault(meta["grade_id"], cell)
-        rows = [row(g, cells.get(g.grade_id), record.get(g.grade_id)) for g in spec.GRADED]
+        rows = [row(g, cells.get(g.grade_id), record.get(g.grade_id)) for g in exercise.graded]
         resources["feedback_summary"] = {
             "rows": [asdict(r) for r in rows],
             "html": summary_html(rows, info.get("score"), info.get("max_score"), info.get("late_penalty")),
         }
         return nb, resources
 
-    def _record(self, student: str) -> dict:
+    def _record(self, student: str, exercise: GradedExercise) -> dict:
         """The replay's verdicts for this student (ReplayGrades wrote them); {} without one."""
         if not student or "/" in student or student.startswith("."):
             return {}
-        path = report_dir(Path(CourseDirectory(config=self.config).root)) / "replay" / f"{student}.json"
+        path = (
+            exercise.records(report_dir(Path(CourseDirectory(config=self.config).root))) / f"{student}.json"
+        )
         try:
             verdicts = json.loads(path.read_text()).get("verdicts")
         except (OSError, ValueError, AttributeError):

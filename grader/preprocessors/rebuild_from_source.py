@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import copy
 import html
-from pathlib import Path
 
 import nbformat
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode
-from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
 
 from ..exercise.cells import nbgrader_meta
 from ..incoming.intake import notes_for
 from ..quote import for_log, for_markdown
-from .scope import kit_assignment
+from .scope import graded_exercise, source_notebook
 
 __all__ = ["NOTE_MARK", "RebuildFromSource", "rebuild"]
 NOTE_MARK = "backprop_ninja_rebuild_note"
@@ -132,17 +130,10 @@ class RebuildFromSource(NbGraderPreprocessor):
     """Sanitize step: run before nbgrader's OverwriteCells."""
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:
-        if not kit_assignment(resources):
+        if graded_exercise(resources, self.config) is None:
             return nb, resources
         info = resources["nbgrader"]
-        coursedir = CourseDirectory(config=self.config)
-        path = (
-            Path(coursedir.root)
-            / coursedir.source_directory
-            / info["assignment"]
-            / f"{info['notebook']}.ipynb"
-        )
-        source = nbformat.read(path, as_version=4)
+        source = nbformat.read(source_notebook(resources, self.config), as_version=4)
         earlier = notes_for(info["student"])
         rebuilt, notes = rebuild(nb, source, earlier=earlier)
         for n in earlier + notes:

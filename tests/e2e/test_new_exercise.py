@@ -50,6 +50,7 @@ def course(tmp_path_factory, names_txt):
         (course / "submitted" / student / "tiny").mkdir(parents=True)
         nbformat.write(nb, course / "submitted" / student / "tiny" / "tiny.ipynb")
     nbgrader(course, "autograde", "tiny", "--force")
+    nbgrader(course, "generate_feedback", "tiny", "--force")
     _gpt_block_beside(course, names_txt)
     return course, made.stdout
 
@@ -123,3 +124,11 @@ def test_the_gpt_block_beside_it_in_the_same_course_gives_every_point(course):
     scores = _scores(course[0], "gpt_block", ["s1_right"])["s1_right"]
     assert scores == {g.grade_id: g.points for g in GPT.gradients()} and sum(scores.values()) == 63
     assert set(_scores(course[0], "tiny", ["s1_right"])["s1_right"].values()) == {1.0}  # tiny kept
+
+
+def test_the_feedback_opens_with_each_gradients_verdict(course):
+    page = (course[0] / "feedback" / "s2_transposed" / "tiny" / "tiny.html").read_text()
+    assert page.index('id="kit-summary"') < page.index('id="notebook-container"')
+    summary = page[page.index('id="kit-summary"') : page.index('id="notebook-container"')]
+    assert all(f'<a href="#ex1_{x}"><code>{x}</code></a>' in summary for x in EX1)
+    assert "transposed" in summary and "grade_gradient" not in page  # the hidden test is gone

@@ -180,7 +180,7 @@ def test_a_student_id_is_not_a_path(tmp_path):
     (tmp_path / "reports" / "x.json").write_text(json.dumps({"verdicts": {"ex1_dcounts": {"hint": "leak"}}}))
     config = Config()
     config.CourseDirectory.root = str(tmp_path)
-    assert FeedbackSummary(config=config)._record("../x") == {}
+    assert FeedbackSummary(config=config)._record("../x", spec.NINJA) == {}
 
 
 @pytest.mark.parametrize(
