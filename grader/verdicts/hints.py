@@ -19,6 +19,24 @@ from .mistakes import known_mistakes
 from .outcomes import SKIPPED, Outcome
 
 
+def size_factors(sizes: dict[str, int]) -> list[tuple[float, str]]:
+    """A written exercise's factors, by the names of its sizes (C, T, B): a mean over the wrong
+    count, a division twice, a scale such as attention's C**-0.5 missing or twice."""
+    out = []
+    for k, size in sizes.items():
+        if size >= 2:
+            bessel = f"a mean over {k} divides by {k}, not {k}-1 (or the reverse)"
+            out += [
+                (size / (size - 1), f"{k}/({k}-1): {bessel}"),
+                ((size - 1) / size, f"({k}-1)/{k}: {bessel}"),
+                (float(size), f"{k}: divide by {k} once"),
+                (1.0 / size, f"1/{k}: divide by {k} once, not twice"),
+                (size**0.5, f"{k}**0.5: a scale of {k}**-0.5 missing"),
+                (size**-0.5, f"{k}**-0.5: a scale of {k}**-0.5 applied twice"),
+            ]
+    return out + factors(None)
+
+
 def factors(n: int | None) -> list[tuple[float, str]]:
     """The factors a gradient is typically off by; those of the batch size n where there is one."""
     plain = [(-1.0, "-1: the sign is flipped"), (2.0, "2"), (0.5, "1/2")]
@@ -62,9 +80,10 @@ def value_hint(
     n_seen=None,
     upstream: torch.Tensor | None = None,
     forward: dict[str, torch.Tensor] | None = None,
+    sizes: dict[str, int] | None = None,
 ) -> str:
     """`upstream`: the gradient the step receives (one consumer only); `forward`: the forward
-    pass's tensors."""
+    pass's tensors; `sizes`: a written exercise's sizes by name (its factors' names)."""
     v = as_reference_shape(value, reference.shape)
     if v is None:
         return (
@@ -86,7 +105,7 @@ def value_hint(
             return label
     return (
         _one_branch(v, branches)
-        or _scaled(v, r, n)
+        or _scaled(v, r, size_factors(sizes) if sizes else factors(n))
         or relations.offset(v, r)
         or relations.sum_for_product(v, r, upstream)
         or relations.forward_factor(v, r, forward or {})
@@ -127,13 +146,13 @@ def _one_branch(v: torch.Tensor, branches) -> str | None:
     return None
 
 
-def _scaled(v: torch.Tensor, r: torch.Tensor, n: int) -> str | None:
-    """The right direction, off by a constant factor (1/n, n/(n-1), ...)."""
+def _scaled(v: torch.Tensor, r: torch.Tensor, known: list[tuple[float, str]]) -> str | None:
+    """The right direction, off by a constant factor (1/n, n/(n-1), ...: `known`)."""
     rr = float((r * r).sum())
     if rr > 0:
         c = float((v * r).sum()) / rr
         if relations.close(v, c * r) and abs(c - 1) > 1e-3:
-            for f, label in factors(n):
+            for f, label in known:
                 if abs(c - f) <= 1e-3 * abs(f):
                     return f"off by a factor of {label}"
             return f"off by a constant factor of about {c:.4g}"
@@ -171,7 +190,13 @@ def explain(
         n_seen=n_seen,
         upstream=_upstream(o, fresh, exercise),
         forward=fresh.values,
+        sizes=None if exercise is spec.NINJA else _sizes(fresh, exercise),
     )
+
+
+def _sizes(fresh: FreshInputs, exercise: GradedExercise) -> dict[str, int]:
+    """A written exercise's integer constants, as its steps read them (C, T, n...)."""
+    return {k: fresh.values[k] for k in exercise.definition.constants if type(fresh.values.get(k)) is int}
 
 
 def _upstream(o: Outcome, fresh: FreshInputs, exercise: GradedExercise) -> torch.Tensor | None:

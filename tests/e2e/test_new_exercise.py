@@ -16,9 +16,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from grader.exercise.definitions.gpt_block import GPT_BLOCK as GPT
-
-from conftest import ROOT, VENV_BIN, nbgrader
+from conftest import ROOT, VENV_BIN, nbgrader, nbgrader_split
+from gpt_corpus import CASES, expected_scores
 from tiny_exercise import TINY
 
 EX1 = ["dlogprobs", "dprobs", "dlogits", "dW", "db"]
@@ -56,8 +55,7 @@ def course(tmp_path_factory, names_txt):
 
 
 def _gpt_block_beside(course, names_txt):
-    """The kit's second assignment into the same course by its name; one student submits the
-    instructor's answers to its three exercises."""
+    """The kit's second assignment into the same course by its name, and its corpus submitted."""
     made = subprocess.run(
         [str(VENV_BIN / "backprop-ninja"), "new", "gpt_block", str(course)],
         env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", NAMES_TXT=str(names_txt)),
@@ -68,26 +66,14 @@ def _gpt_block_beside(course, names_txt):
     assert made.returncode == 0, made.stdout + made.stderr
     assert "nbgrader_config.py" not in made.stdout  # the course's own configuration is kept
     nbgrader(course, "generate_assignment", "gpt_block", "--force")
-    nb = nbformat.read(course / "release" / "gpt_block" / "gpt_block.ipynb", 4)
-    for cell in nb.cells:
-        exercise = {"ex1_solution": GPT, **{f"ex{g.exercise}_solution": g for g in GPT.in_one_go}}
-        if cell.metadata["nbgrader"]["grade_id"] in exercise:
-            cell.source = exercise[cell.metadata["nbgrader"]["grade_id"]].solution
-    (course / "submitted" / "s1_right" / "gpt_block").mkdir(parents=True)
-    nbformat.write(nb, course / "submitted" / "s1_right" / "gpt_block" / "gpt_block.ipynb")
-    nbgrader(course, "autograde", "gpt_block", "--force")
-
-
-def test_new_makes_a_course_and_says_what_next(course):
-    folder, said = course
-    assert "nbgrader generate_assignment tiny" in said and "5 graded gradients" in said
-    assert 'course_id = "tiny"' in (folder / "nbgrader_config.py").read_text()
-
-
-def test_the_release_holds_no_solution_and_no_hidden_test(course):
-    text = (course[0] / "release" / "tiny" / "tiny.ipynb").read_text()
-    assert "BEGIN SOLUTION" not in text and "grade_gradient" not in text and "dW = X.T" not in text
-    assert "raise NotImplementedError()" in text and "def cmp(s, dt, t)" in text
+    release = nbformat.read(course / "release" / "gpt_block" / "gpt_block.ipynb", 4)
+    for case in CASES:
+        nb, answers = nbformat.from_dict(release), case.answers()
+        for cell in nb.cells:
+            cell.source = answers.get(cell.metadata["nbgrader"]["grade_id"], cell.source)
+        (course / "submitted" / case.student / "gpt_block").mkdir(parents=True)
+        nbformat.write(nb, course / "submitted" / case.student / "gpt_block" / "gpt_block.ipynb")
+    nbgrader_split(course, [c.student for c in CASES], "autograde", "gpt_block", "--force")
 
 
 def _scores(course, assignment: str, students) -> dict:
@@ -120,10 +106,16 @@ def test_the_replay_grades_it_and_autograds_answer_earns_nothing(course):
     assert not (course[0] / "reports" / "replay").exists()  # Backprop Ninja's records stay its own
 
 
-def test_the_gpt_block_beside_it_in_the_same_course_gives_every_point(course):
-    scores = _scores(course[0], "gpt_block", ["s1_right"])["s1_right"]
-    assert scores == {g.grade_id: g.points for g in GPT.gradients()} and sum(scores.values()) == 63
-    assert set(_scores(course[0], "tiny", ["s1_right"])["s1_right"].values()) == {1.0}  # tiny kept
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.student)
+def test_the_gpt_block_corpus_beside_it_gets_its_grades(course, case):
+    """Every score exact, in the same course as tiny; the cheats flagged, the hints naming the
+    mistake, the carried errors credited."""
+    assert _scores(course[0], "gpt_block", [case.student])[case.student] == expected_scores(case)
+    record = json.loads((course[0] / "reports" / "replay-gpt_block" / f"{case.student}.json").read_text())
+    assert record["problems"] == [] and set(case.flags) <= {f["kind"] for f in record["flags"]}
+    assert case.carried <= {k for k, v in record["verdicts"].items() if v["carried"]}
+    if case.hint:
+        assert case.hint[1] in record["verdicts"][case.hint[0]]["hint"]
 
 
 def test_the_feedback_opens_with_each_gradients_verdict(course):

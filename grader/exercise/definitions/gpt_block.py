@@ -30,7 +30,7 @@ PARAMS = """\
 block_size = 8  # T: how many characters the block sees at once
 n_embd = 16  # C: the width of the residual stream
 n_hidden = 4 * n_embd  # the MLP's width
-B, T, C = 16, block_size, n_embd  # batch, time, channels: llm.c's names
+B, T, C = 32, block_size, n_embd  # batch, time, channels: llm.c's names
 
 g = torch.Generator().manual_seed(2147483647)  # for reproducibility
 def randn(*shape, scale=1.0, shift=0.0):
