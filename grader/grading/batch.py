@@ -22,9 +22,11 @@ import sys
 from pathlib import Path
 
 from ..exercise import spec
+from ..exercise.graded import GradedExercise
 from ..incoming import intake
 from ..incoming.preflight import check_submission
 from ..preprocessors import unsandboxed
+from ..preprocessors.scope import course_exercise
 from ..quote import for_log
 from ..reports import suspicious
 from ..settings import report_dir
@@ -42,14 +44,24 @@ def run(
     workers: int | None = None,
     quiet: bool = False,
     scheduler: str | None = None,
+    assignment: str = spec.ASSIGNMENT,
 ) -> dict:
     """Grade the class: on this machine's cores, or on a Dask cluster with `scheduler`."""
-    students = _students(course)
-    summary: dict = {"students": {s: {"preflight": _preflight(course, s)} for s in students}}
-    graded = set() if force else workers_mod.graded_in_gradebook(course, students)
-    todo = [s for s in students if s not in graded or not workers_mod.autograded_notebook(course, s).exists()]
+    exercise = course_exercise(course, assignment)
+    if exercise is None:
+        raise BatchError(
+            f"{assignment} is not an exercise the kit grades ({spec.ASSIGNMENT}, or one written by "
+            f"`backprop-ninja new`): grade it with `nbgrader autograde {assignment}`"
+        )
+    if scheduler and exercise is not spec.NINJA:
+        raise BatchError(f"{assignment}: a written exercise is graded on this machine's cores for now")
+    students = _students(course, exercise)
+    summary: dict = {"students": {s: {"preflight": _preflight(course, s, exercise)} for s in students}}
+    graded = set() if force else workers_mod.graded_in_gradebook(course, students, exercise)
+    notebook = lambda s: workers_mod.autograded_notebook(course, s, exercise)  # noqa: E731
+    todo = [s for s in students if s not in graded or not notebook(s).exists()]
     for student in todo:  # interrupted half-way, or to be graded again: nothing of before is kept
-        shutil.rmtree(workers_mod.autograded_notebook(course, student).parent, ignore_errors=True)
+        shutil.rmtree(notebook(student).parent, ignore_errors=True)
     reports = report_dir(course)
     shutil.rmtree(reports / "autograde", ignore_errors=True)  # the workers' logs are this run's only
     (reports / "autograde").mkdir(parents=True)
@@ -74,24 +86,32 @@ def run(
                 extra=list(nbgrader_args),
                 logs=reports / "autograde",
                 progress=progress,
+                exercise=exercise,
             )
     finally:
         summary["seconds"] = round(progress.close(), 1)
         _append_worker_logs(log, reports / "autograde")
     summary["workers"] = scheduler or n
-    graded = workers_mod.graded_in_gradebook(course, students)
+    graded = workers_mod.graded_in_gradebook(course, students, exercise)
     for student, info in summary["students"].items():
-        info["graded"] = student in graded and workers_mod.autograded_notebook(course, student).exists()
-        record = reports / "replay" / f"{student}.json"
+        info["graded"] = student in graded and notebook(student).exists()
+        record = exercise.records(reports) / f"{student}.json"
         if record.exists():
             info["problems"] = json.loads(record.read_text()).get("problems", [])
-    seconds = end_checks_seconds(summary["seconds"])  # a share of the grading time, at least a floor
-    signs = suspicious.collect_findings(course, seconds=seconds)
-    suspicious.write(course, signs)
-    summary["suspicious"] = len(suspicious.by_student([s for s in signs if s.kind != NOT_COMPARED]))
-    summary["not_compared"] = sorted({s for e in signs if e.kind == NOT_COMPARED for s in e.students})
-    (reports / "batch.json").write_text(json.dumps(summary, indent=1))
+    if exercise is spec.NINJA:  # the class's signs of cheating: Backprop Ninja's for now
+        seconds = end_checks_seconds(summary["seconds"])  # a share of the grading time, at least a floor
+        signs = suspicious.collect_findings(course, seconds=seconds)
+        suspicious.write(course, signs)
+        summary["suspicious"] = len(suspicious.by_student([s for s in signs if s.kind != NOT_COMPARED]))
+        summary["not_compared"] = sorted({s for e in signs if e.kind == NOT_COMPARED for s in e.students})
+    (reports / ("batch.json" if exercise is spec.NINJA else f"batch-{assignment}.json")).write_text(
+        json.dumps(summary, indent=1)
+    )
     return summary
+
+
+class BatchError(Exception):
+    """What stops a batch before it starts, said for the TA."""
 
 
 def _on_cluster(
@@ -114,23 +134,20 @@ def _on_cluster(
     recorder.close()
 
 
-def _students(course: Path) -> list[str]:
-    submitted = course / "submitted"
+def _students(course: Path, exercise: GradedExercise) -> list[str]:
+    submitted, name = course / "submitted", exercise.assignment
     if not submitted.is_dir():
         return []
-    return sorted(
-        p.name
-        for p in submitted.iterdir()
-        if (p / spec.ASSIGNMENT).is_dir() or (p / spec.ASSIGNMENT).is_symlink()
-    )
+    return sorted(p.name for p in submitted.iterdir() if (p / name).is_dir() or (p / name).is_symlink())
 
 
-def _preflight(course: Path, student: str) -> list[str]:
-    folder = course / "submitted" / student / spec.ASSIGNMENT
-    release_nb = course / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+def _preflight(course: Path, student: str, exercise: GradedExercise) -> list[str]:
+    folder = course / "submitted" / student / exercise.assignment
+    release_nb = course / "release" / exercise.assignment / f"{exercise.notebook}.ipynb"
     notes = intake.replace_non_regular(folder, release_nb)  # before anything reads or copies it
-    notes += check_submission(folder, spec.NOTEBOOK, release_nb).notes
-    intake.save_notes(course, student, notes)
+    notes += check_submission(folder, exercise.notebook, release_nb).notes
+    if exercise is spec.NINJA:  # the rebuild's notes, bound to its notebook (a written one's: printed only)
+        intake.save_notes(course, student, notes)
     return notes
 
 
@@ -146,6 +163,11 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="backprop-ninja grade", description=__doc__.splitlines()[0])
     ap.add_argument("course", nargs="?", default=".")
     ap.add_argument("--force", action="store_true", help="grade every submission again")
+    ap.add_argument(
+        "--assignment",
+        default=spec.ASSIGNMENT,
+        help="the assignment to grade: %(default)s, or one written by `backprop-ninja new`",
+    )
     ap.add_argument("--workers", type=int, default=None, help="parallel graders (default: all cores)")
     ap.add_argument("--quiet", action="store_true", help="plain lines instead of a progress bar")
     ap.add_argument("--scheduler", help="grade on a Dask cluster: the scheduler's address, tcp://HOST:8786")
@@ -171,7 +193,11 @@ def main(argv: list[str]) -> int:
             workers=args.workers,
             quiet=args.quiet,
             scheduler=args.scheduler,
+            assignment=args.assignment,
         )
+    except BatchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("stopped: run the same command again to grade the rest", file=sys.stderr)
         return 130

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exercise import spec
+from ..exercise.graded import GradedExercise
 from ..settings import WORKER_STOP_SECONDS, db_url
 from .nbgrader_cli import nbgrader_call
 from .progress import Progress
@@ -26,6 +27,7 @@ from .progress import Progress
 class Share:
     students: list[str]
     log: Path
+    exercise: GradedExercise = spec.NINJA
     proc: subprocess.Popen | None = None
     pending: set[str] = field(default_factory=set)
     seen: dict[str, tuple] = field(default_factory=dict)  # (mtime, size) of notebooks read whole
@@ -41,16 +43,16 @@ def split(students: list[str], n: int) -> list[list[str]]:
     return [students[k::n] for k in range(n)]
 
 
-def autograded_notebook(course: Path, student: str) -> Path:
-    return course / "autograded" / student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+def autograded_notebook(course: Path, student: str, exercise: GradedExercise = spec.NINJA) -> Path:
+    return course / "autograded" / student / exercise.assignment / f"{exercise.notebook}.ipynb"
 
 
-def looks_graded(course: Path, student: str) -> bool | None:
+def looks_graded(course: Path, student: str, exercise: GradedExercise = spec.NINJA) -> bool | None:
     """For the progress bar: nbgrader writes the autograded notebook twice, first sanitised
     (no outputs), then graded (the test cells carry their verdicts). None: not there, or not
     whole (caught between nbconvert's truncating open and its write)."""
     try:
-        cells = json.loads(autograded_notebook(course, student).read_text()).get("cells", [])
+        cells = json.loads(autograded_notebook(course, student, exercise).read_text()).get("cells", [])
     except (OSError, ValueError, AttributeError):
         return None
     tests = [
@@ -59,7 +61,7 @@ def looks_graded(course: Path, student: str) -> bool | None:
     return bool(tests) and all(c.get("outputs") for c in tests)
 
 
-def graded_in_gradebook(course: Path, students: list[str]) -> set[str]:
+def graded_in_gradebook(course: Path, students: list[str], exercise: GradedExercise = spec.NINJA) -> set[str]:
     """The students whose every graded cell has its score in the gradebook: an interrupted
     grading leaves a submission without them, whatever files it left."""
     from nbgrader.api import Gradebook, MissingEntry
@@ -68,19 +70,21 @@ def graded_in_gradebook(course: Path, students: list[str]) -> set[str]:
     with Gradebook(db_url(course)) as gb:
         for student in students:
             try:
-                nb = gb.find_submission_notebook(spec.NOTEBOOK, spec.ASSIGNMENT, student)
+                nb = gb.find_submission_notebook(exercise.notebook, exercise.assignment, student)
             except MissingEntry:
                 continue
-            ours = [g for g in nb.grades if g.name in spec.BY_GRADE_ID]  # the kit's, all autograded
+            ours = [g for g in nb.grades if g.name in exercise.by_grade_id]  # the kit's, all autograded
             if ours and all(g.auto_score is not None for g in ours):
                 done.add(student)
     return done
 
 
-def autograde_args(share: list[str], everyone: list[str], *, force: bool, extra: list[str]) -> list[str]:
+def autograde_args(
+    share: list[str], everyone: list[str], *, force: bool, extra: list[str], assignment: str = spec.ASSIGNMENT
+) -> list[str]:
     """The arguments of the share's `nbgrader autograde`."""
     others = sorted(set(everyone) - set(share))
-    args = ["autograde", spec.ASSIGNMENT]
+    args = ["autograde", assignment]
     if others:  # nbgrader takes a glob to include and a comma-separated list to exclude
         args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
     return args + (["--force"] if force else []) + list(extra)
@@ -96,6 +100,7 @@ def grade(
     extra: list[str],
     logs: Path,
     progress: Progress,
+    exercise: GradedExercise = spec.NINJA,
 ) -> set[str]:
     """Grade `students` with `workers` processes; a submission whose process failed is tried
     once more. Returns the students graded."""
@@ -104,7 +109,9 @@ def grade(
     for attempt in (1, 2):
         if not todo:
             break
-        shares = [Share(s, logs / f"worker-{attempt}-{k}.log") for k, s in enumerate(split(todo, workers))]
+        shares = [
+            Share(s, logs / f"worker-{attempt}-{k}.log", exercise) for k, s in enumerate(split(todo, workers))
+        ]
         graded |= _run(
             course,
             shares,
@@ -141,7 +148,12 @@ def _start(course: Path, share: Share, everyone: list[str], *, force: bool, extr
     share.log.parent.mkdir(parents=True, exist_ok=True)
     with open(share.log, "w") as log:
         share.proc = subprocess.Popen(
-            **nbgrader_call(course, *autograde_args(share.students, everyone, force=force, extra=extra)),
+            **nbgrader_call(
+                course,
+                *autograde_args(
+                    share.students, everyone, force=force, extra=extra, assignment=share.exercise.assignment
+                ),
+            ),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -172,13 +184,13 @@ def _graded_since(course: Path, share: Share, student: str, *, cached: bool) -> 
     the same clock tick, so the finished file can carry the half-written one's mtime (a graded
     submission was then taken for failed and graded again at the end)."""
     try:
-        stat = autograded_notebook(course, student).stat()
+        stat = autograded_notebook(course, student, share.exercise).stat()
     except OSError:
         return False
     key = (stat.st_mtime_ns, stat.st_size)
     if cached and share.seen.get(student) == key:
         return False
-    graded = looks_graded(course, student)
+    graded = looks_graded(course, student, share.exercise)
     if graded is not None:
         share.seen[student] = key
     return bool(graded)

@@ -48,6 +48,18 @@ def graded_exercise(resources: dict | None, config) -> GradedExercise | None:
         return None
 
 
+def course_exercise(course: Path, assignment: str) -> GradedExercise | None:
+    """The exercise the kit grades as `assignment` of the course folder `course` (the batch's
+    view: source/ where nbgrader's default puts it), or None."""
+    if assignment == spec.ASSIGNMENT:
+        return spec.NINJA
+    for path in sorted((course / "source" / assignment).glob("*.ipynb")):
+        found = _written(str(path), path.stat().st_mtime_ns, assignment, path.stem)
+        if found is not None:
+            return found
+    return None
+
+
 @lru_cache(maxsize=16)
 def _written(path: str, mtime: int, assignment: str, notebook: str) -> GradedExercise | None:
     meta = nbformat.read(path, as_version=4).metadata.get(METADATA_KEY) or {}

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from conftest import ROOT, VENV_BIN, nbgrader, nbgrader_split
+from conftest import ROOT, VENV_BIN, nbgrader
 from gpt_corpus import CASES, expected_scores
 from tiny_exercise import TINY
 
@@ -73,7 +73,15 @@ def _gpt_block_beside(course, names_txt):
             cell.source = answers.get(cell.metadata["nbgrader"]["grade_id"], cell.source)
         (course / "submitted" / case.student / "gpt_block").mkdir(parents=True)
         nbformat.write(nb, course / "submitted" / case.student / "gpt_block" / "gpt_block.ipynb")
-    nbgrader_split(course, [c.student for c in CASES], "autograde", "gpt_block", "--force")
+    graded = subprocess.run(  # the TA's batch, on both cores
+        [str(VENV_BIN / "backprop-ninja"), "grade", str(course), "--assignment", "gpt_block", "--quiet"],
+        env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert all(f"{c.student}: graded" in graded.stdout for c in CASES), graded.stdout
 
 
 def _scores(course, assignment: str, students) -> dict:
@@ -124,3 +132,15 @@ def test_the_feedback_opens_with_each_gradients_verdict(course):
     summary = page[page.index('id="kit-summary"') : page.index('id="notebook-container"')]
     assert all(f'<a href="#ex1_{x}"><code>{x}</code></a>' in summary for x in EX1)
     assert "transposed" in summary and "grade_gradient" not in page  # the hidden test is gone
+
+
+def test_the_batch_refuses_an_assignment_the_kit_does_not_grade(course, tmp_path):
+    said = subprocess.run(
+        [str(VENV_BIN / "backprop-ninja"), "grade", str(course[0]), "--assignment", "hw9"],
+        env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert said.returncode == 2 and "hw9 is not an exercise the kit grades" in said.stderr
+    assert "nbgrader autograde hw9" in said.stderr

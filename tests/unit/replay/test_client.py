@@ -95,7 +95,7 @@ def test_an_answer_with_another_nonce_is_refused(tmp_path):
     server, names = _server(
         tmp_path, 'print(json.dumps({"nonce": "forged", "status": "ok", "size": 0}), flush=True)'
     )
-    status, frame, _ = server.replay(tmp_path, run="main", names_txt=names, timeout=5)
+    status, frame, _ = server.replay(tmp_path, run="main", data={"names.txt": names}, timeout=5)
     assert status.startswith("the replay server stopped") and frame is None
     assert server.proc is None  # killed: it is not trusted again
 
@@ -106,10 +106,10 @@ def test_an_extra_answer_is_noticed_before_the_next_request(tmp_path):
         '    print(json.dumps({"nonce": req["nonce"], "status": "ok", "size": 0}), flush=True)'
     )
     server, names = _server(tmp_path, body)
-    assert server.replay(tmp_path, run="main", names_txt=names, timeout=5)[:2] == ("ok", None)
+    assert server.replay(tmp_path, run="main", data={"names.txt": names}, timeout=5)[:2] == ("ok", None)
     first = server.proc
     time.sleep(0.2)
-    assert server.replay(tmp_path, run="ex3", names_txt=names, timeout=5)[:2] == ("ok", None)
+    assert server.replay(tmp_path, run="ex3", data={"names.txt": names}, timeout=5)[:2] == ("ok", None)
     assert server.proc is not first  # restarted: the stray line was never taken as an answer
     server.close()
 
@@ -117,5 +117,5 @@ def test_an_extra_answer_is_noticed_before_the_next_request(tmp_path):
 def test_an_oversized_answer_is_refused(tmp_path):
     body = 'print(json.dumps({"nonce": req["nonce"], "status": "ok", "size": 10**12}), flush=True)'
     server, names = _server(tmp_path, body)
-    status, frame, _ = server.replay(tmp_path, run="main", names_txt=names, timeout=5)
+    status, frame, _ = server.replay(tmp_path, run="main", data={"names.txt": names}, timeout=5)
     assert "malformed" in status and frame is None
