@@ -176,8 +176,10 @@ class Definition:
         keeps a notebook's metadata)."""
         return {
             **{
-                k: getattr(self, k) for k in ("name", "params", "data", "constants", "asked", "files", "seed")
+                k: getattr(self, k)
+                for k in ("name", "title", "params", "data", "constants", "asked", "files")
             },
+            "seed": self.seed,
             "points": dict(self.points),
             "steps": [[s.name, s.expr, s.note] for s in self.steps],
             "in_one_go": [[g.exercise, g.target, g.start, g.points] for g in self.in_one_go],
@@ -189,6 +191,7 @@ class Definition:
         tup = lambda k: tuple(j[k])  # noqa: E731
         return cls(
             name=j["name"],
+            title=j.get("title", ""),
             params=tup("params"),
             data=tup("data"),
             constants=tup("constants"),

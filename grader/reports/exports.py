@@ -41,12 +41,11 @@ from nbgrader.plugins import ExportPlugin
 from traitlets import Unicode
 
 from ..exercise import spec
+from ..exercise.graded import GradedExercise
 from ..incoming.lms_names import read_learned
 from .roster import CANVAS_IDS, MOODLE_IDS, Directory, Identity, listed, n_students, read_roster
 from .scores import StudentScores
 
-GRADE_IDS = [g.grade_id for g in spec.GRADED]
-EXERCISES = sorted({g.exercise for g in spec.GRADED})
 TITLE = "Backprop Ninja"  # the assignment's name in the LMS
 ROSTER_HINT = (
     "pass --roster FILE, a CSV Moodle exports: the assignment's grading worksheet (View all submissions > "
@@ -65,7 +64,9 @@ class GradebookRow(StudentScores):
     email: str = ""
 
 
-def gradebook_rows(gb: Gradebook, *, students: list[str] = ()) -> list[GradebookRow]:
+def gradebook_rows(
+    gb: Gradebook, *, students: list[str] = (), exercise: GradedExercise = spec.NINJA
+) -> list[GradebookRow]:
     """Every student of the gradebook (or those named), sorted by id; score = manual if set."""
     out = []
     for student in sorted(gb.students, key=lambda s: s.id):
@@ -73,16 +74,17 @@ def gradebook_rows(gb: Gradebook, *, students: list[str] = ()) -> list[Gradebook
             continue
         row = GradebookRow(
             student.id,
+            graded=exercise,
             first_name=student.first_name or "",
             last_name=student.last_name or "",
             email=student.email or "",
         )
         try:
-            nb = gb.find_submission_notebook(spec.NOTEBOOK, spec.ASSIGNMENT, student.id)
+            nb = gb.find_submission_notebook(exercise.notebook, exercise.assignment, student.id)
         except MissingEntry:
             out.append(row)
             continue
-        row.by_grade_id = {g.name: float(g.score or 0.0) for g in nb.grades if g.name in spec.BY_GRADE_ID}
+        row.by_grade_id = {g.name: float(g.score or 0.0) for g in nb.grades if g.name in exercise.by_grade_id}
         out.append(row)
     return out
 
@@ -91,13 +93,14 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def gradients_table(rows: list[GradebookRow]) -> list[list[str]]:
+def gradients_table(rows: list[GradebookRow], exercise: GradedExercise = spec.NINJA) -> list[list[str]]:
     """gradients.csv's header and rows."""
-    head = ["student_id"] + GRADE_IDS + [f"ex{e}" for e in EXERCISES] + ["total"]
+    grade_ids, exercises = [g.grade_id for g in exercise.graded], exercise.exercises
+    head = ["student_id"] + grade_ids + [f"ex{e}" for e in exercises] + ["total"]
     body = [
         [r.student]
-        + [_num(r.by_grade_id[g]) if g in r.by_grade_id else "" for g in GRADE_IDS]
-        + [_num(r.exercise(e)) for e in EXERCISES]
+        + [_num(r.by_grade_id[g]) if g in r.by_grade_id else "" for g in grade_ids]
+        + [_num(r.exercise(e)) for e in exercises]
         + [_num(r.total)]
         for r in rows
     ]
@@ -109,13 +112,22 @@ def _identities(rows: list[GradebookRow], people: Directory) -> dict[str, Identi
     return {r.student: people.identify(r.student, gradebook_name=name(r), email=r.email) for r in rows}
 
 
+def title(exercise: GradedExercise) -> str:
+    """The assignment's name in the LMS."""
+    return TITLE if exercise is spec.NINJA else (exercise.definition.title or exercise.assignment)
+
+
 def canvas_table(
-    rows: list[GradebookRow], *, assignment_id: str | None = None, people: Directory | None = None
+    rows: list[GradebookRow],
+    *,
+    assignment_id: str | None = None,
+    people: Directory | None = None,
+    exercise: GradedExercise = spec.NINJA,
 ) -> list[list[str]]:
     who = _identities(rows, people or Directory())
-    column = f"{TITLE} ({assignment_id})" if assignment_id else TITLE
+    column = f"{title(exercise)} ({assignment_id})" if assignment_id else title(exercise)
     head = ["Student"] + CANVAS_IDS + ["Section", column]
-    points = ["Points Possible"] + [""] * (len(CANVAS_IDS) + 1) + [_num(spec.total_points())]
+    points = ["Points Possible"] + [""] * (len(CANVAS_IDS) + 1) + [_num(exercise.total_points())]
     body = []
     for r in rows:
         me = who[r.student]
@@ -150,7 +162,9 @@ class MoodleExport:
         return lines
 
 
-def moodle_export(rows: list[GradebookRow], people: Directory | None = None) -> MoodleExport:
+def moodle_export(
+    rows: list[GradebookRow], people: Directory | None = None, exercise: GradedExercise = spec.NINJA
+) -> MoodleExport:
     who = _identities(rows, people or Directory())
     have = {f: [r for r in rows if f in who[r.student].moodle] for f in MOODLE_IDS}
     # the most used; on a tie, the one the LMS said more often than the course assumed, then the first
@@ -166,7 +180,7 @@ def moodle_export(rows: list[GradebookRow], people: Directory | None = None) -> 
     columns = [f for f in MOODLE_IDS if all(f in who[r.student].moodle for r in written)]
     body = [[who[r.student].moodle[c] for c in columns] + [_num(r.total)] for r in written]
     mine = [who[r.student] for r in written]
-    return MoodleExport([columns + [TITLE]] + body, identifier, mine, left_out)
+    return MoodleExport([columns + [title(exercise)]] + body, identifier, mine, left_out)
 
 
 def canvas_notes(rows: list[GradebookRow], people: Directory | None = None) -> list[str]:
@@ -195,16 +209,22 @@ class Written:
 
 
 def write_all(
-    gb: Gradebook, folder: Path, *, assignment_id: str | None = None, people: Directory | None = None
+    gb: Gradebook,
+    folder: Path,
+    *,
+    assignment_id: str | None = None,
+    people: Directory | None = None,
+    exercise: GradedExercise = spec.NINJA,
 ) -> Written:
     """gradients.csv, canvas.csv and moodle.csv in `folder` (the course's exports/)."""
-    rows = gradebook_rows(gb)
+    rows = gradebook_rows(gb, exercise=exercise)
     people = people or Directory()
+    canvas = canvas_table(rows, assignment_id=assignment_id, people=people, exercise=exercise)
     paths = [
-        write_csv(gradients_table(rows), folder / "gradients.csv"),
-        write_csv(canvas_table(rows, assignment_id=assignment_id, people=people), folder / "canvas.csv"),
+        write_csv(gradients_table(rows, exercise), folder / "gradients.csv"),
+        write_csv(canvas, folder / "canvas.csv"),
     ]
-    moodle = moodle_export(rows, people)
+    moodle = moodle_export(rows, people, exercise)
     notes = canvas_notes(rows, people) + moodle.notes()
     if moodle.table is not None:
         paths.append(write_csv(moodle.table, folder / "moodle.csv"))

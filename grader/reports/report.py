@@ -15,19 +15,21 @@ from pathlib import Path
 from nbgrader.api import Gradebook
 
 from ..exercise import spec
+from ..exercise.graded import GradedExercise
 from ..incoming.lms_names import read_learned
+from ..preprocessors.scope import course_exercise
 from ..settings import db_url
 from . import class_report, exports
 from .roster import CANVAS_IDS, MOODLE_IDS, Directory, RosterError, read_roster
 from .scores import StudentScores, read_scores
 
 
-def table(rows: list[StudentScores]) -> str:
-    exs = (1, 2, 3, 4)
+def table(rows: list[StudentScores], exercise: GradedExercise = spec.NINJA) -> str:
+    exs = exercise.exercises
     head = (
         ["student"]
-        + [f"ex{e} /{spec.exercise_points(e):g}" for e in exs]
-        + [f"total /{spec.total_points():g}"]
+        + [f"ex{e} /{exercise.exercise_points(e):g}" for e in exs]
+        + [f"total /{exercise.total_points():g}"]
     )
     body = [[r.student] + [f"{r.exercise(e):g}" for e in exs] + [f"{r.total:g}"] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
@@ -40,6 +42,11 @@ def table(rows: list[StudentScores]) -> str:
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="backprop-ninja report", description=__doc__.splitlines()[0])
     ap.add_argument("course", nargs="?", default=".")
+    ap.add_argument(
+        "--assignment",
+        default=spec.ASSIGNMENT,
+        help="%(default)s, or one written by `backprop-ninja new`: its table and CSVs in exports/NAME/",
+    )
     ap.add_argument(
         "--roster",
         type=Path,
@@ -70,14 +77,23 @@ def main(argv: list[str]) -> int:
     except RosterError as e:
         print(e, file=sys.stderr)
         return 2
+    exercise = course_exercise(course, args.assignment)
+    if exercise is None:
+        print(f"error: {args.assignment} is not an exercise the kit grades", file=sys.stderr)
+        return 2
     people = Directory(roster, read_learned(course), args.canvas_id_column, args.moodle_id_column)
-    print(table(read_scores(db_url(course))))
+    print(table(read_scores(db_url(course), exercise), exercise))
+    ninja = exercise is spec.NINJA
     with Gradebook(db_url(course)) as gb:
         students = sorted(s.id for s in gb.students)
         written = exports.write_all(
-            gb, course / "exports", assignment_id=args.canvas_assignment_id, people=people
+            gb,
+            course / "exports" / ("" if ninja else exercise.assignment),
+            assignment_id=args.canvas_assignment_id,
+            people=people,
+            exercise=exercise,
         )
-    paths = written.paths + [class_report.write(course)]
+    paths = written.paths + ([class_report.write(course)] if ninja else [])  # the class page: Ninja's for now
     print("\nwrote " + ", ".join(str(p.relative_to(course)) for p in paths))
     for line in people.summary(students) + written.notes:
         print(line)

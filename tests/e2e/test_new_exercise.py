@@ -8,6 +8,7 @@ its name and gives the instructor's answers every one of its 63 points."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -144,3 +145,37 @@ def test_the_batch_refuses_an_assignment_the_kit_does_not_grade(course, tmp_path
     )
     assert said.returncode == 2 and "hw9 is not an exercise the kit grades" in said.stderr
     assert "nbgrader autograde hw9" in said.stderr
+
+
+def test_the_report_gives_the_written_exercises_table_and_csvs(course):
+    said = subprocess.run(
+        [str(VENV_BIN / "backprop-ninja"), "report", str(course[0]), "--assignment", "gpt_block"],
+        env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert said.returncode == 0, said.stdout + said.stderr
+    lines = {line.split()[0]: line.split()[1:] for line in said.stdout.splitlines() if line.startswith("g")}
+    assert said.stdout.splitlines()[0].split() == [
+        "student",
+        "ex1",
+        "/59",
+        "ex2",
+        "/2",
+        "ex3",
+        "/2",
+        "total",
+        "/63",
+    ]
+    for case in CASES:
+        scores = expected_scores(case)
+        assert lines[case.student][-1] == f"{sum(scores.values()):g}", case.student
+    with open(course[0] / "exports" / "gpt_block" / "gradients.csv") as f:
+        rows = {r["student_id"]: r for r in csv.DictReader(f)}
+    assert rows["g05_attention_key_untransposed"]["ex1_dk"] == "0" and rows["g01_right"]["total"] == "63"
+    assert rows["s1_right"]["total"] == "0" and rows["s1_right"]["ex1_dk"] == ""  # tiny's, no GPT submission
+    with open(course[0] / "exports" / "gpt_block" / "canvas.csv") as f:
+        canvas = list(csv.reader(f))
+    assert canvas[0][-1] == "A GPT block, backpropagated by hand" and canvas[1][-1] == "63"
+    assert not (course[0] / "reports" / "class.html").exists()  # the class page: Backprop Ninja's only
