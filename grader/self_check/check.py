@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 from ..exercise import spec
+from ..exercise.definition import Definition
+from ..exercise.graded import METADATA_KEY, GradedExercise
 from ..reports.verdict_rows import Row, row
 
 SEED = 20260  # any seed: the verdicts do not depend on it, the numbers in the hints do
@@ -20,9 +22,9 @@ class CheckError(Exception):
     """What stops the check, said for the student."""
 
 
-def load_cells(notebook) -> list[dict]:
-    """The cells of a notebook file, or of its JSON as a dict (Colab hands one over), sources
-    joined as nbformat joins them."""
+def load_notebook(notebook) -> dict:
+    """A notebook file's JSON, or the dict itself (Colab hands one over), sources joined as
+    nbformat joins them."""
     nb = json.loads(Path(notebook).read_text()) if isinstance(notebook, (str, os.PathLike)) else notebook
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
@@ -30,7 +32,20 @@ def load_cells(notebook) -> list[dict]:
     for cell in cells:
         if isinstance(cell.get("source"), list):
             cell["source"] = "".join(cell["source"])
-    return cells
+    return nb
+
+
+def load_cells(notebook) -> list[dict]:
+    return load_notebook(notebook)["cells"]
+
+
+def exercise_of(nb: dict) -> GradedExercise:
+    """Backprop Ninja, or the exercise written by `backprop-ninja new` that the notebook carries
+    (its metadata: the definition, never a solution)."""
+    meta = (nb.get("metadata") or {}).get(METADATA_KEY) or {}
+    if "definition" not in meta:
+        return spec.NINJA
+    return GradedExercise.written(Definition.from_json(meta["definition"]))
 
 
 def find_names_txt(notebook, given: str | None = None) -> Path:
@@ -45,32 +60,53 @@ def find_names_txt(notebook, given: str | None = None) -> Path:
     )
 
 
-def check_notebook(notebook, *, names_txt: Path, seed: int = SEED) -> dict:
-    """The judge's record for this notebook (JudgeRecord.to_json()), as the grader makes it."""
+def check(notebook, names_txt: str | None = None, seed: int = SEED) -> str:
+    """The table for a notebook (a file, or Colab's JSON): names.txt found where the exercise
+    reads it (Backprop Ninja's, or a written one's files), the judge's record, its rows."""
+    nb = load_notebook(notebook)
+    exercise = exercise_of(nb)
+    here = Path(notebook).parent if isinstance(notebook, (str, os.PathLike)) else Path.cwd()
+    names = None
+    if exercise is spec.NINJA or "names.txt" in exercise.definition.files:
+        names = find_names_txt(notebook, names_txt)
+    return table(
+        check_notebook(nb, names_txt=names, folder=names.parent if names else here, seed=seed), exercise
+    )
+
+
+def check_notebook(notebook, *, names_txt: Path | None, folder: Path | None = None, seed: int = SEED) -> dict:
+    """The judge's record for this notebook (JudgeRecord.to_json()), as the grader makes it; a
+    written exercise's inputs from its setup cells, run in `folder` (its files' folder)."""
     from ..replay.client import launch_plain
     from ..settings import JudgeSettings
     from ..verdicts.judge import judge_submission
 
-    cells = load_cells(notebook)
-    settings = JudgeSettings(seed=seed)
+    nb = load_notebook(notebook)
+    exercise = exercise_of(nb)
     record = judge_submission(
-        cells, student="you", settings=settings, names_txt=names_txt, launcher=launch_plain
+        nb["cells"],
+        student="you",
+        settings=JudgeSettings(seed=seed),
+        names_txt=names_txt,
+        exercise=exercise,
+        folder=folder or (names_txt.parent if names_txt else Path.cwd()),
+        launcher=launch_plain,
     )
     return record.to_json()
 
 
-def rows(record: dict) -> list[Row]:
+def rows(record: dict, exercise: GradedExercise = spec.NINJA) -> list[Row]:
     verdicts = record.get("verdicts", {})
-    return [row(g, None, verdicts.get(g.grade_id)) for g in spec.GRADED]
+    return [row(g, None, verdicts.get(g.grade_id)) for g in exercise.graded]
 
 
-def table(record: dict) -> str:
+def table(record: dict, exercise: GradedExercise = spec.NINJA) -> str:
     """The rows as text, one a gradient, in backward order, and the total."""
     out = [f"{'ex':<3}{'gradient':<17}{'grade id':<22}{'points':>9}  verdict"]
-    for r in rows(record):
+    for r in rows(record, exercise):
         points = f"{r.score or 0:g} / {r.max_score:g}"
         out.append(f"{r.exercise:<3}{r.name:<17}{r.grade_id:<22}{points:>9}  {r.verdict}")
-    total = f"{record.get('score', 0):g} / {record.get('max_score', spec.total_points()):g}"
+    total = f"{record.get('score', 0):g} / {record.get('max_score', exercise.total_points()):g}"
     out.append(f"{'':<3}{'':<17}{'total':<22}{total:>9}")
     out += [f"note: {p}" for p in record.get("problems", [])]
     return "\n".join(out)
@@ -91,11 +127,10 @@ def main(argv: list[str]) -> int:
 
         return sandbox_check([])
     try:
-        names = find_names_txt(args.notebook, args.names_txt)
-        record = check_notebook(args.notebook, names_txt=names, seed=args.seed)
+        said = check(args.notebook, args.names_txt, args.seed)
     except (CheckError, OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{args.notebook}: replayed on fresh inputs, as the grader does")
-    print(table(record))
+    print(said)
     return 0

@@ -4,7 +4,8 @@ names.txt in the current folder. Colab hands the open notebook over as JSON."""
 
 from __future__ import annotations
 
-from .check import SEED, check_notebook, find_names_txt, table
+from .check import SEED
+from .check import check as check_table
 
 
 def open_notebook() -> dict:
@@ -16,5 +17,4 @@ def open_notebook() -> dict:
 
 def check(names_txt: str | None = None, seed: int = SEED) -> None:
     """Print the table the feedback will open with, for the notebook open in Colab."""
-    nb = open_notebook()
-    print(table(check_notebook(nb, names_txt=find_names_txt(nb, names_txt), seed=seed)))
+    print(check_table(open_notebook(), names_txt, seed))

@@ -85,13 +85,13 @@ def test_in_colab_the_open_notebook_is_checked(tmp_path, monkeypatch, capsys):
     (tmp_path / "names.txt").write_text("emma\n")
     seen = {}
 
-    def judged(nb, *, names_txt, seed):
-        seen.update(nb=nb, names_txt=names_txt)
+    def judged(nb, *, names_txt, folder, seed):
+        seen.update(nb=nb, names_txt=names_txt, folder=folder)
         return _record()
 
-    monkeypatch.setattr(colab, "check_notebook", judged)
+    monkeypatch.setattr(check, "check_notebook", judged)
     colab.check()
-    assert seen == {"nb": opened, "names_txt": tmp_path / "names.txt"}
+    assert seen == {"nb": opened, "names_txt": tmp_path / "names.txt", "folder": tmp_path}
     assert "ex1_dbndiff2" in capsys.readouterr().out
 
 
@@ -105,3 +105,22 @@ def test_without_a_notebook_check_is_the_sandboxs(monkeypatch, capsys):
 def test_a_missing_notebook_is_said(tmp_path, capsys):
     assert check.main([str(tmp_path / "absent.ipynb"), "--names-txt", str(tmp_path)]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+@pytest.mark.integration  # the replay's server, in a child process
+def test_a_written_exercise_is_checked_by_the_definition_its_notebook_carries(tmp_path, capsys):
+    """The tiny exercise's notebook (as `new` writes it, its answer cell with dW transposed):
+    checked offline without names.txt, its table holding its own gradients and the judge's hint."""
+    from grader.authoring.notebook import instructor_notebook
+
+    from tiny_exercise import TINY
+
+    nb = instructor_notebook(TINY)
+    for cell in nb.cells:
+        if cell.metadata["nbgrader"]["grade_id"] == "ex1_solution":
+            cell.source = TINY.solution.replace("dW = X.T @ dlogits", "dW = (X.T @ dlogits).T")
+    path = tmp_path / "tiny.ipynb"
+    path.write_text(json.dumps(nb))
+    assert check.main([str(path)]) == 0
+    said = capsys.readouterr().out
+    assert "ex1_dW" in said and "transposed" in said and "4 / 5" in said and "ex1_dbndiff2" not in said
