@@ -12,13 +12,10 @@ import hashlib
 import html
 from statistics import median
 
-from ..exercise import spec
 from ..quote import for_html
 from .class_data import ClassData
 from .suspicious import Entry, grade_ids_text
 
-GRADE_IDS = [g.grade_id for g in spec.GRADED]
-EXERCISES = sorted({g.exercise for g in spec.GRADED})
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 _STYLE = """
 body { font-family: sans-serif; margin: 2em; max-width: 80em; }
@@ -55,9 +52,8 @@ def render(data: ClassData, images: dict[str, bytes]) -> str:
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{_CSP}\">"
-        f"<title>{spec.ASSIGNMENT}: class report</title><style>{_STYLE}</style></head><body>\n"
-        + "\n".join(sections)
-        + "\n</body></html>\n"
+        f"<title>{html.escape(data.exercise.assignment)}: class report</title>"
+        f"<style>{_STYLE}</style></head><body>\n" + "\n".join(sections) + "\n</body></html>\n"
     )
 
 
@@ -65,8 +61,8 @@ def _summary(data: ClassData) -> str:
     n = len(data.scores)
     mean = sum(s.total for s in data.scores) / n if n else 0.0
     return (
-        f"<h1>{spec.ASSIGNMENT}: class report</h1>"
-        f"<p id='summary'>{n} graded submissions; mean total {mean:.1f} / {spec.total_points():g}; "
+        f"<h1>{html.escape(data.exercise.assignment)}: class report</h1>"
+        f"<p id='summary'>{n} graded submissions; mean total {mean:.1f} / {data.exercise.total_points():g}; "
         f"{len(data.suspicious_students())} suspicious.</p>"
     )
 
@@ -78,7 +74,7 @@ def _img(title: str, png: bytes) -> str:
 
 def _pass_table(data: ClassData) -> str:
     rows = "".join(
-        f"<tr><td>{gid}</td><td class='num'>{spec.BY_GRADE_ID[gid].points:g}</td>"
+        f"<tr><td>{gid}</td><td class='num'>{data.exercise.by_grade_id[gid].points:g}</td>"
         f"<td class='num'>{100 * rate:.0f}%</td></tr>"
         for gid, rate in data.pass_rates()
     )
@@ -177,21 +173,22 @@ def _students(data: ClassData) -> str:
     for s in data.scores:
         record = data.records.get(s.student, {})
         verdicts = record.get("verdicts", {})
-        totals = ", ".join(f"ex{e} {s.exercise(e):g}/{spec.exercise_points(e):g}" for e in EXERCISES)
+        ex = data.exercise
+        totals = ", ".join(f"ex{e} {s.exercise(e):g}/{ex.exercise_points(e):g}" for e in ex.exercises)
         rows = []
-        for gid in GRADE_IDS:
+        for gid in data.grade_ids:
             score, v = s.by_grade_id.get(gid, 0.0), verdicts.get(gid) or {}
             full = data.full_marks(s, gid)
             cls = "carried" if full and v.get("carried") else "" if full else "fail"
             rows.append(
-                f"<tr class='{cls}'><td>{gid}</td><td class='num'>{score:g}/{spec.BY_GRADE_ID[gid].points:g}"
+                f"<tr class='{cls}'><td>{gid}</td><td class='num'>{score:g}/{ex.by_grade_id[gid].points:g}"
                 f"</td><td>{for_html(v.get('hint') or '', 600)}</td></tr>"
             )
         flag = " (suspicious)" if s.student in flagged else ""
         missing = "" if record else "<p>No replay record.</p>"
         parts.append(
             f"<section id='{anchor(s.student)}'><h3>{for_html(s.student, 100)}{flag}: "
-            f"{s.total:g} / {spec.total_points():g}</h3><p>{totals}</p>{missing}"
+            f"{s.total:g} / {ex.total_points():g}</h3><p>{totals}</p>{missing}"
             "<table><tr><th>grade id</th><th>score</th><th>hint</th></tr>"
             + "".join(rows)
             + "</table></section>"

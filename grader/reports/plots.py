@@ -39,12 +39,14 @@ def score_distribution(scores: dict[str, list[float]], maxima: dict[str, float])
     return fig
 
 
-def pass_rates(rates: list[tuple[str, float]]) -> Figure:
-    """Share of the class with full points, one bar per grade id, in backward order top-down."""
+def pass_rates(rates: list[tuple[str, float]], exercise_of: dict[str, int] | None = None) -> Figure:
+    """Share of the class with full points, one bar per grade id, in backward order top-down;
+    each bar in its exercise's colour (`exercise_of`: grade id -> exercise, Backprop Ninja's)."""
+    exercise_of = exercise_of or {gid: g.exercise for gid, g in spec.BY_GRADE_ID.items()}
     fig, ax = plt.subplots(figsize=(7, 0.22 * len(rates) + 1.2))
     labels = [gid for gid, _ in rates]
     values = [100 * r for _, r in rates]
-    colors = [_exercise_color(spec.BY_GRADE_ID[gid].exercise) for gid in labels]
+    colors = [_exercise_color(exercise_of[gid]) for gid in labels]
     ax.barh(range(len(rates)), values, color=colors)
     ax.set_yticks(range(len(rates)), labels, fontsize=7)
     ax.invert_yaxis()  # the first gradient of the backward pass on top

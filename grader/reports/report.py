@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
             people=people,
             exercise=exercise,
         )
-    paths = written.paths + ([class_report.write(course)] if ninja else [])  # the class page: Ninja's for now
+    paths = written.paths + [class_report.write(course, exercise)]
     print("\nwrote " + ", ".join(str(p.relative_to(course)) for p in paths))
     for line in people.summary(students) + written.notes:
         print(line)

@@ -38,10 +38,11 @@ class Entry:
         return asdict(self)
 
 
-def read_records(course: Path) -> dict[str, dict]:
-    """reports/replay/<student>.json by student; a half-written record is skipped."""
+def read_records(course: Path, folder: Path | None = None) -> dict[str, dict]:
+    """reports/replay/<student>.json by student (or another exercise's records `folder`); a
+    half-written record is skipped."""
     out = {}
-    for path in sorted((report_dir(course) / "replay").glob("*.json")):
+    for path in sorted((folder or report_dir(course) / "replay").glob("*.json")):
         try:
             record = json.loads(path.read_text())
             out[str(record["student"])] = record

@@ -147,7 +147,7 @@ def test_the_batch_refuses_an_assignment_the_kit_does_not_grade(course, tmp_path
     assert "nbgrader autograde hw9" in said.stderr
 
 
-def test_the_report_gives_the_written_exercises_table_and_csvs(course):
+def test_the_report_gives_the_written_exercises_table_csvs_and_class_page(course):
     said = subprocess.run(
         [str(VENV_BIN / "backprop-ninja"), "report", str(course[0]), "--assignment", "gpt_block"],
         env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}"),
@@ -178,4 +178,8 @@ def test_the_report_gives_the_written_exercises_table_and_csvs(course):
     with open(course[0] / "exports" / "gpt_block" / "canvas.csv") as f:
         canvas = list(csv.reader(f))
     assert canvas[0][-1] == "A GPT block, backpropagated by hand" and canvas[1][-1] == "63"
-    assert not (course[0] / "reports" / "class.html").exists()  # the class page: Backprop Ninja's only
+    page = (course[0] / "reports" / "class-gpt_block.html").read_text()
+    assert "gpt_block: class report" in page and "12 graded submissions" in page
+    assert "a factor of C/(C-1)" in page and "ex1_dln2diff2" in page  # the class's mistakes, by gradient
+    assert (course[0] / "reports" / "class-gpt_block_heat_map.png").stat().st_size > 1000
+    assert not (course[0] / "reports" / "class.html").exists()  # Backprop Ninja's page is its own
