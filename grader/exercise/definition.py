@@ -42,17 +42,23 @@ def _first_column(expr: str, name: str) -> int:
 
 
 @dataclass(frozen=True)
-class Gradient:
-    """A graded gradient: `name` the student's variable (dX), `target` the tensor X."""
+class GradedCell:
+    """A graded cell of an exercise; its grade id (a public interface) is ex<exercise>_<name>."""
 
     exercise: int
     name: str
-    target: str
-    points: float
 
     @property
     def grade_id(self) -> str:
         return f"ex{self.exercise}_{self.name}"
+
+
+@dataclass(frozen=True)
+class Gradient(GradedCell):
+    """A graded gradient: `name` the student's variable (dX), `target` the tensor X."""
+
+    target: str
+    points: float
 
 
 @dataclass(frozen=True)

@@ -9,22 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .definition import Definition, Gradient
+from .definition import Definition, GradedCell, Gradient
 
 METADATA_KEY = "backprop_ninja"  # the source notebook's metadata: {"definition": {...}}
 
 
 @dataclass(frozen=True)
-class Check:
+class Check(GradedCell):
     """A graded cell that is not one gradient (Backprop Ninja's training point)."""
 
-    exercise: int
-    name: str
     points: float
-
-    @property
-    def grade_id(self) -> str:
-        return f"ex{self.exercise}_{self.name}"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ..exercise import spec
 from ..exercise.graded import GradedExercise
 from ..settings import db_url, report_dir
 from .scores import StudentScores, read_scores
-from .suspicious import Entry, by_student, collect_findings, read_records
+from .suspicious import Entry, by_student, collect_findings, read_records, record_signs
 
 # a hint's numbers differ from student to student ("maxdiff 0.0673", "at line 6"): dropped to group them
 _VARYING = re.compile(r"\b(maxdiff|line) [-+0-9.e]+")
@@ -75,13 +75,13 @@ class ClassData:
 
 
 def load(course: Path, exercise: GradedExercise = spec.NINJA) -> ClassData:
-    """Everything the report shows; a record or log that is missing is simply not shown. The
-    class's signs of cheating are Backprop Ninja's only, for now."""
+    """Everything the report shows; a record or log that is missing is simply not shown. A
+    written exercise's signs of cheating are its judge's flags (copied answers: Backprop Ninja's
+    only, for now)."""
     reports, ninja = report_dir(course), exercise is spec.NINJA
     records = read_records(course, exercise.records(reports))
     data = ClassData(read_scores(db_url(course), exercise), records=records, exercise=exercise)
-    if ninja:
-        data.suspicious = collect_findings(course, records=data.records)
+    data.suspicious = collect_findings(course, records=records) if ninja else record_signs(records)
     log = reports / "autograde.log"
     if log.is_file():
         data.log = log.read_text(errors="replace").split(_LOG_SPLIT, 1)[0].splitlines()

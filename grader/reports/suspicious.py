@@ -57,8 +57,12 @@ def collect_findings(
     """Every sign in the class, student by student, then the similar pairs (and what was not
     compared); `seconds`: similarity's deadline for the class (None: each submission's own only)."""
     records = read_records(course) if records is None else records
-    signs = [e for student, record in records.items() for e in _entries(student, record)]
-    return signs + _similar(course, seconds)
+    return record_signs(records) + _similar(course, seconds)
+
+
+def record_signs(records: dict[str, dict]) -> list[Entry]:
+    """The signs the judge recorded, student by student (any exercise's records)."""
+    return [e for student, record in records.items() for e in _entries(student, record)]
 
 
 def _entries(student: str, record: dict) -> list[Entry]:

@@ -31,16 +31,21 @@ ANSWERS = {
 }
 
 
+def kit(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    """`backprop-ninja ARGS...` as an instructor or a TA runs it, the virtualenv's bin/ on PATH."""
+    return subprocess.run(
+        [str(VENV_BIN / "backprop-ninja"), *args],
+        env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory, names_txt):
     course = tmp_path_factory.mktemp("authored") / "course"
-    made = subprocess.run(
-        [str(VENV_BIN / "backprop-ninja"), "new", str(ROOT / "tests" / "tiny_exercise.py"), str(course)],
-        env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    made = kit("new", str(ROOT / "tests" / "tiny_exercise.py"), str(course))
     assert made.returncode == 0, made.stdout + made.stderr
     nbgrader(course, "generate_assignment", "tiny", "--force")
     release = nbformat.read(course / "release" / "tiny" / "tiny.ipynb", 4)
@@ -57,13 +62,7 @@ def course(tmp_path_factory, names_txt):
 
 def _gpt_block_beside(course, names_txt):
     """The kit's second assignment into the same course by its name, and its corpus submitted."""
-    made = subprocess.run(
-        [str(VENV_BIN / "backprop-ninja"), "new", "gpt_block", str(course)],
-        env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}", NAMES_TXT=str(names_txt)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    made = kit("new", "gpt_block", str(course), NAMES_TXT=str(names_txt))
     assert made.returncode == 0, made.stdout + made.stderr
     assert "nbgrader_config.py" not in made.stdout  # the course's own configuration is kept
     nbgrader(course, "generate_assignment", "gpt_block", "--force")
@@ -74,13 +73,7 @@ def _gpt_block_beside(course, names_txt):
             cell.source = answers.get(cell.metadata["nbgrader"]["grade_id"], cell.source)
         (course / "submitted" / case.student / "gpt_block").mkdir(parents=True)
         nbformat.write(nb, course / "submitted" / case.student / "gpt_block" / "gpt_block.ipynb")
-    graded = subprocess.run(  # the TA's batch, on both cores
-        [str(VENV_BIN / "backprop-ninja"), "grade", str(course), "--assignment", "gpt_block", "--quiet"],
-        env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}"),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    graded = kit("grade", str(course), "--assignment", "gpt_block", "--quiet", timeout=900)  # both cores
     assert graded.returncode == 0, graded.stdout + graded.stderr
     assert all(f"{c.student}: graded" in graded.stdout for c in CASES), graded.stdout
 
@@ -136,25 +129,13 @@ def test_the_feedback_opens_with_each_gradients_verdict(course):
 
 
 def test_the_batch_refuses_an_assignment_the_kit_does_not_grade(course, tmp_path):
-    said = subprocess.run(
-        [str(VENV_BIN / "backprop-ninja"), "grade", str(course[0]), "--assignment", "hw9"],
-        env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    said = kit("grade", str(course[0]), "--assignment", "hw9")
     assert said.returncode == 2 and "hw9 is not an exercise the kit grades" in said.stderr
     assert "nbgrader autograde hw9" in said.stderr
 
 
 def test_the_report_gives_the_written_exercises_table_csvs_and_class_page(course):
-    said = subprocess.run(
-        [str(VENV_BIN / "backprop-ninja"), "report", str(course[0]), "--assignment", "gpt_block"],
-        env=dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    said = kit("report", str(course[0]), "--assignment", "gpt_block")
     assert said.returncode == 0, said.stdout + said.stderr
     lines = {line.split()[0]: line.split()[1:] for line in said.stdout.splitlines() if line.startswith("g")}
     assert said.stdout.splitlines()[0].split() == [
@@ -179,7 +160,9 @@ def test_the_report_gives_the_written_exercises_table_csvs_and_class_page(course
         canvas = list(csv.reader(f))
     assert canvas[0][-1] == "A GPT block, backpropagated by hand" and canvas[1][-1] == "63"
     page = (course[0] / "reports" / "class-gpt_block.html").read_text()
-    assert "gpt_block: class report" in page and "12 graded submissions" in page
+    assert "gpt_block: class report" in page and "12 graded submissions" in page and "2 suspicious" in page
+    suspicious = page[page.index("id='suspicious'") :]
+    assert "g08_reads_autograds_answer" in suspicious and "g09_torchs_softmax_backward" in suspicious
     assert "a factor of C/(C-1)" in page and "ex1_dln2diff2" in page  # the class's mistakes, by gradient
     assert (course[0] / "reports" / "class-gpt_block_heat_map.png").stat().st_size > 1000
     assert not (course[0] / "reports" / "class.html").exists()  # Backprop Ninja's page is its own
