@@ -47,21 +47,10 @@ def run(
     assignment: str = spec.ASSIGNMENT,
 ) -> dict:
     """Grade the class: on this machine's cores, or on a Dask cluster with `scheduler`."""
-    exercise = course_exercise(course, assignment)
-    if exercise is None:
-        raise BatchError(
-            f"{assignment} is not an exercise the kit grades ({spec.ASSIGNMENT}, or one written by "
-            f"`backprop-ninja new`): grade it with `nbgrader autograde {assignment}`"
-        )
-    if scheduler and exercise is not spec.NINJA:
-        raise BatchError(f"{assignment}: a written exercise is graded on this machine's cores for now")
+    exercise = _exercise(course, assignment, scheduler)
     students = _students(course, exercise)
     summary: dict = {"students": {s: {"preflight": _preflight(course, s, exercise)} for s in students}}
-    graded = set() if force else workers_mod.graded_in_gradebook(course, students, exercise)
-    notebook = lambda s: workers_mod.autograded_notebook(course, s, exercise)  # noqa: E731
-    todo = [s for s in students if s not in graded or not notebook(s).exists()]
-    for student in todo:  # interrupted half-way, or to be graded again: nothing of before is kept
-        shutil.rmtree(notebook(student).parent, ignore_errors=True)
+    todo = _to_grade(course, students, exercise, force)
     reports = report_dir(course)
     shutil.rmtree(reports / "autograde", ignore_errors=True)  # the workers' logs are this run's only
     (reports / "autograde").mkdir(parents=True)
@@ -92,22 +81,54 @@ def run(
         summary["seconds"] = round(progress.close(), 1)
         _append_worker_logs(log, reports / "autograde")
     summary["workers"] = scheduler or n
-    graded = workers_mod.graded_in_gradebook(course, students, exercise)
+    _results(course, summary, exercise)
+    return summary
+
+
+def _exercise(course: Path, assignment: str, scheduler: str | None) -> GradedExercise:
+    exercise = course_exercise(course, assignment)
+    if exercise is None:
+        raise BatchError(
+            f"{assignment} is not an exercise the kit grades ({spec.ASSIGNMENT}, or one written by "
+            f"`backprop-ninja new`): grade it with `nbgrader autograde {assignment}`"
+        )
+    if scheduler and exercise is not spec.NINJA:
+        raise BatchError(f"{assignment}: a written exercise is graded on this machine's cores for now")
+    return exercise
+
+
+def _to_grade(course: Path, students: list[str], exercise: GradedExercise, force: bool) -> list[str]:
+    """Who is graded now: everyone with --force, else those not yet graded whole."""
+    graded = set() if force else workers_mod.graded_in_gradebook(course, students, exercise)
+    notebook = lambda s: workers_mod.autograded_notebook(course, s, exercise)  # noqa: E731
+    todo = [s for s in students if s not in graded or not notebook(s).exists()]
+    for student in todo:  # interrupted half-way, or to be graded again: nothing of before is kept
+        shutil.rmtree(notebook(student).parent, ignore_errors=True)
+    return todo
+
+
+def _results(course: Path, summary: dict, exercise: GradedExercise) -> None:
+    """Who was graded, each one's problems, the class's signs of cheating; the summary's file."""
+    reports, ninja = report_dir(course), exercise is spec.NINJA
+    graded = workers_mod.graded_in_gradebook(course, list(summary["students"]), exercise)
     for student, info in summary["students"].items():
-        info["graded"] = student in graded and notebook(student).exists()
+        info["graded"] = (
+            student in graded and workers_mod.autograded_notebook(course, student, exercise).exists()
+        )
         record = exercise.records(reports) / f"{student}.json"
         if record.exists():
             info["problems"] = json.loads(record.read_text()).get("problems", [])
-    if exercise is spec.NINJA:  # the class's signs of cheating: Backprop Ninja's for now
+    if ninja:  # its judge's flags and copied answers
         seconds = end_checks_seconds(summary["seconds"])  # a share of the grading time, at least a floor
         signs = suspicious.collect_findings(course, seconds=seconds)
-        suspicious.write(course, signs)
-        summary["suspicious"] = len(suspicious.by_student([s for s in signs if s.kind != NOT_COMPARED]))
+        summary["signs"] = str(suspicious.write(course, signs))
         summary["not_compared"] = sorted({s for e in signs if e.kind == NOT_COMPARED for s in e.students})
-    (reports / ("batch.json" if exercise is spec.NINJA else f"batch-{assignment}.json")).write_text(
-        json.dumps(summary, indent=1)
-    )
-    return summary
+    else:  # a written exercise: its judge's flags, in its records
+        signs = suspicious.record_signs(suspicious.read_records(course, exercise.records(reports)))
+        summary["signs"] = str(exercise.records(reports))
+    summary["suspicious"] = len(suspicious.by_student([s for s in signs if s.kind != NOT_COMPARED]))
+    name = "batch.json" if ninja else f"batch-{exercise.assignment}.json"
+    (reports / name).write_text(json.dumps(summary, indent=1))
 
 
 class BatchError(Exception):
@@ -208,6 +229,5 @@ def main(argv: list[str]) -> int:
         for note in info["preflight"] + info.get("problems", []):
             print(f"  - {for_log(html.unescape(note), 500)}")
     if summary.get("suspicious"):
-        where = report_dir(course) / "suspicious.json"
-        print(f"{summary['suspicious']} submission(s) with signs of cheating for a TA: {where}")
+        print(f"{summary['suspicious']} submission(s) with signs of cheating for a TA: {summary['signs']}")
     return 0 if all(i["graded"] for i in summary["students"].values()) else 1

@@ -90,13 +90,7 @@ def judge_submission(
     exercise's from its setup cells, run in `folder` (its source folder, with its files)."""
     if sandbox is not None and launcher is not None:
         raise ValueError("a sandbox or a launcher, not both")
-    if exercise is spec.NINJA:
-        fresh, data = fresh_inputs(dataset(names_txt), settings), {"names.txt": names_txt}
-    else:
-        fresh, data = (
-            fresh_written(exercise, folder, settings),
-            {f: folder / f for f in exercise.definition.files},
-        )
+    fresh, data = _inputs(exercise, names_txt, folder, settings)
     plan = replay_cells(cells, settings, exercise)
     launcher = launcher or functools.partial(launch_sandboxed, sandbox=sandbox or default_sandbox())
     first: dict = {}
@@ -133,6 +127,15 @@ def judge_submission(
         out.seconds,
         problems,
     )
+
+
+def _inputs(
+    exercise: GradedExercise, names_txt: Path | None, folder: Path | None, settings: JudgeSettings
+) -> tuple[FreshInputs, dict[str, Path]]:
+    """The fresh inputs, and the files the replay's runs read (their name inside -> the file)."""
+    if exercise is spec.NINJA:
+        return fresh_inputs(dataset(names_txt), settings), {"names.txt": names_txt}
+    return fresh_written(exercise, folder, settings), {f: folder / f for f in exercise.definition.files}
 
 
 def all_verdicts(

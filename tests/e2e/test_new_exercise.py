@@ -76,6 +76,7 @@ def _gpt_block_beside(course, names_txt):
     graded = kit("grade", str(course), "--assignment", "gpt_block", "--quiet", timeout=900)  # both cores
     assert graded.returncode == 0, graded.stdout + graded.stderr
     assert all(f"{c.student}: graded" in graded.stdout for c in CASES), graded.stdout
+    assert "2 submission(s) with signs of cheating for a TA" in graded.stdout  # g08, g09
 
 
 def _scores(course, assignment: str, students) -> dict:
