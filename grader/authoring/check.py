@@ -5,48 +5,40 @@ gradients. The same order of cells as the notebook, so what passes here passes t
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from ..exercise.definition import IMPORTS, Definition
+from ..exercise.definition import Definition
+from ..reference.steps import definition_autograd
+from ..reference.written import setup_namespace
 
 
-def run_notebook_code(d: Definition, folder: Path) -> dict:
-    """The notebook's setup, forward and autograd cells in one namespace, in `folder` (where the
-    setup finds its files)."""
-    ns: dict = {}
-    exec(IMPORTS, ns)
-    with _cwd(folder), contextlib.redirect_stdout(io.StringIO()):  # what the cells print is the students'
-        for c in d.setup:
-            exec(compile(c.code, f"<{d.name}: {c.grade_id}>", "exec"), ns)
+def run_notebook_code(d: Definition, folder: Path) -> tuple[dict, dict]:
+    """The notebook's setup and forward cells in one namespace, in `folder` (where the setup
+    finds its files), and autograd's gradients, as the notebook's autograd cell computes them."""
+    ns = setup_namespace(d, folder)
     missing = [x for x in (*d.params, *d.data, *d.constants) if x not in ns]
     if missing:
         raise ValueError(f"{d.name}: the setup cells do not define {', '.join(missing)}")
     unlearnable = [p for p in d.params if not getattr(ns[p], "requires_grad", False)]
     if unlearnable:
         raise ValueError(f"{d.name}: parameters without requires_grad=True: {', '.join(unlearnable)}")
-    ns.update(d.forward(ns, on_step=lambda name, t: t.retain_grad() if name != d.loss else None))
-    if ns[d.loss].dim() != 0:
-        raise ValueError(f"{d.name}: the last step, {d.loss}, is not a number")
-    ns[d.loss].backward()
-    return ns
+    values, grads = definition_autograd(d, {k: ns[k] for k in (*d.params, *d.data, *d.constants)})
+    ns.update(values)
+    return ns, grads
 
 
 def problems(d: Definition, folder: Path) -> list[str]:
     """What is wrong with the definition's solutions (empty: every given one matches autograd)."""
-    ns = run_notebook_code(d, folder)
+    ns, grads = run_notebook_code(d, folder)
     found = []
     for exercise, code in [(1, d.solution), *((g.exercise, g.solution) for g in d.in_one_go)]:
         if not code:
             continue
         exec(compile(code, f"<{d.name}: exercise {exercise}>", "exec"), ns)
         for g in (g for g in d.gradients() if g.exercise == exercise):
-            got, want = ns.get(g.name), ns[g.target].grad
+            got, want = ns.get(g.name), grads[g.target]
             if not isinstance(got, torch.Tensor) or got.shape != want.shape:
                 found.append(f"exercise {exercise}: {g.name} is not a tensor of shape {tuple(want.shape)}")
             elif not torch.allclose(got, want, rtol=1e-4, atol=1e-6):
@@ -54,13 +46,3 @@ def problems(d: Definition, folder: Path) -> list[str]:
                     f"exercise {exercise}: {g.name} differs from autograd's by {(got - want).abs().max():.2g}"
                 )
     return found
-
-
-@contextmanager
-def _cwd(folder: Path):
-    here = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(here)

@@ -32,9 +32,7 @@ def train(d: Definition, folder: Path, steps: int, lr: float, *, decay_at: float
     batch = next((c for c in d.setup if c.grade_id == "batch"), None)
     if batch is None or not d.solution:
         raise ValueError(f"{d.name}: training needs a setup cell named 'batch' and the exercise-1 solution")
-    ns = run_notebook_code(d, folder)
-    for p in d.params:
-        ns[p] = ns[p].detach()
+    ns, _ = run_notebook_code(d, folder)  # the parameters as autograd's pass left them: detached
     draw, backward = compile(batch.code, "batch", "exec"), compile(d.solution, "solution", "exec")
     losses, start = [], time.perf_counter()
     with torch.no_grad():

@@ -25,10 +25,21 @@ class Check(GradedCell):
 class OneGo:
     """An in-one-go exercise judged in a run of its own, handed the correct d<start>."""
 
-    run: str  # its run's name ("ex3")
-    cell: str  # its answer cell
+    exercise: int
     start: str
     target: str
+
+    @property
+    def run(self) -> str:
+        return f"ex{self.exercise}"  # the protocol's name of its run (Backprop Ninja's EX3)
+
+    @property
+    def cell(self) -> str:
+        return answer_cell(self.exercise)
+
+
+def answer_cell(exercise: int) -> str:
+    return f"ex{exercise}_solution"
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,12 @@ class GradedExercise:
         batch = next((c.grade_id for c in d.setup if c.grade_id == "batch"), None)
         return cls(d, d.name, d.name, tuple(d.gradients()), (), frozenset({"autograd", *checks}), batch)
 
+    @classmethod
+    def from_metadata(cls, metadata: dict) -> GradedExercise | None:
+        """The exercise a notebook's metadata carries (`new` writes it), or None."""
+        meta = (metadata or {}).get(METADATA_KEY) or {}
+        return cls.written(Definition.from_json(meta["definition"])) if "definition" in meta else None
+
     @property
     def graded(self) -> list[Gradient | Check]:
         return [*self.gradients, *self.checks]
@@ -68,13 +85,13 @@ class GradedExercise:
         return sorted({g.exercise for g in self.graded})
 
     def answer_cell(self, exercise: int) -> str:
-        return f"ex{exercise}_solution"
+        return answer_cell(exercise)
 
     @property
     def one_go(self) -> list[OneGo]:
         """The in-one-go exercises that start below the loss: each has a run of its own."""
         return [
-            OneGo(f"ex{g.exercise}", self.answer_cell(g.exercise), g.start, g.target)
+            OneGo(g.exercise, g.start, g.target)
             for g in self.definition.in_one_go
             if g.start != self.definition.loss
         ]

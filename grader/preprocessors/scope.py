@@ -16,8 +16,7 @@ import nbformat
 from nbgrader.coursedir import CourseDirectory
 
 from ..exercise import spec
-from ..exercise.definition import Definition
-from ..exercise.graded import METADATA_KEY, GradedExercise
+from ..exercise.graded import GradedExercise
 
 
 def kit_assignment(resources: dict | None) -> bool:
@@ -62,8 +61,5 @@ def course_exercise(course: Path, assignment: str) -> GradedExercise | None:
 
 @lru_cache(maxsize=16)
 def _written(path: str, mtime: int, assignment: str, notebook: str) -> GradedExercise | None:
-    meta = nbformat.read(path, as_version=4).metadata.get(METADATA_KEY) or {}
-    if "definition" not in meta:
-        return None
-    written = GradedExercise.written(Definition.from_json(meta["definition"]))
-    return replace(written, assignment=assignment, notebook=notebook)
+    written = GradedExercise.from_metadata(nbformat.read(path, as_version=4).metadata)
+    return written and replace(written, assignment=assignment, notebook=notebook)

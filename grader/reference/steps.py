@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from ..exercise.definition import Definition
 from ..exercise.network import BN_EPS
-from ..exercise.spec import EXERCISE, PARAMETERS
+from ..exercise.spec import EXERCISE
 
 
 # ---------------------------------------------------------------- each step's backward rule
@@ -84,22 +84,8 @@ STEPS: list[Step] = [Step(s.name, EXERCISE.inputs[s.name], RULES[s.name]) for s 
 STEP_OF = {s.out: s for s in STEPS}
 
 
-def consumers(name: str) -> list[str]:
-    """Forward steps that read `name`: each is one branch of its gradient."""
-    return [s.out for s in STEPS if name in s.inputs]
-
-
-def upstream(name: str) -> set[str]:
-    """Tensors whose gradients flow into `name`'s gradient (closer to the loss)."""
-    seen: set[str] = set()
-    todo = consumers(name)
-    while todo:
-        c = todo.pop()
-        if c not in seen:
-            seen.add(c)
-            todo.extend(consumers(c))
-    seen.discard("loss")
-    return seen
+consumers = EXERCISE.consumers  # the steps that read a tensor: one branch of its gradient each
+upstream = EXERCISE.upstream  # the tensors whose gradients flow into a tensor's (nearer the loss)
 
 
 def forward(params: dict, Xb: torch.Tensor, Yb: torch.Tensor, *, track: bool = False) -> dict:
@@ -113,11 +99,19 @@ def forward(params: dict, Xb: torch.Tensor, Yb: torch.Tensor, *, track: bool = F
 
 def autograd_grads(params: dict, Xb: torch.Tensor, Yb: torch.Tensor) -> tuple[dict, dict]:
     """Values (detached) and the autograd gradient of the loss w.r.t. every tensor."""
+    return definition_autograd(EXERCISE, {**params, "Xb": Xb, "Yb": Yb, "n": Xb.shape[0]})
+
+
+def definition_autograd(d: Definition, start: dict) -> tuple[dict, dict]:
+    """Any exercise's forward pass from `start` (its parameters, data and sizes): every value
+    (detached) and autograd's gradient of the loss w.r.t. every step and parameter."""
+    v = {k: (t.detach().clone().requires_grad_(True) if k in d.params else t) for k, t in start.items()}
     with torch.enable_grad():  # also under a caller's no_grad
-        v = forward(params, Xb, Yb, track=True)
-        v["loss"].backward()
-    names = [s.out for s in STEPS if s.out != "loss"] + PARAMETERS
-    grads = {k: v[k].grad.detach().clone() for k in names}
+        v = d.forward(v, on_step=lambda name, t: t.retain_grad() if name != d.loss else None)
+        if v[d.loss].dim() != 0:
+            raise ValueError(f"{d.name}: the last step, {d.loss}, is not a number")
+        v[d.loss].backward()
+    grads = {k: v[k].grad.detach().clone() for k in [*(s.name for s in d.steps[:-1]), *d.params]}
     values = {k: (t.detach() if isinstance(t, torch.Tensor) else t) for k, t in v.items()}
     return values, grads
 

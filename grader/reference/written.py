@@ -13,28 +13,40 @@ from pathlib import Path
 
 import torch
 
-from ..exercise.definition import IMPORTS
+from ..exercise.definition import IMPORTS, Definition
 from ..exercise.graded import GradedExercise
 from ..replay.plan import reseed
 from ..settings import JudgeSettings
 from .inputs import FreshInputs
-from .steps import autograd_branches
+from .steps import autograd_branches, definition_autograd
 
 
-def setup_values(exercise: GradedExercise, folder: Path, settings: JudgeSettings) -> dict:
-    """The setup cells' names, re-seeded, run in `folder` (where the notebook's files are)."""
-    d, ns = exercise.definition, {}
+def setup_namespace(d: Definition, folder: Path, rewrite=lambda cell: cell.code) -> dict:
+    """The notebook's imports and setup cells (each as `rewrite` gives it) run in one namespace,
+    in `folder` (where the setup finds its files); what they print and torch's global generator
+    are left as they were."""
+    ns: dict = {}
     exec(IMPORTS, ns)
     here = Path.cwd()
     os.chdir(folder)
     try:
         with contextlib.redirect_stdout(io.StringIO()), torch.random.fork_rng():
             for c in d.setup:
-                size = settings.batch_size if c.grade_id == exercise.batch_cell else None
-                exec(reseed(c.code, settings.seed, size, seed_constant=d.seed), ns)
+                exec(compile(rewrite(c), f"<{d.name}: {c.grade_id}>", "exec"), ns)
     finally:
         os.chdir(here)
     return ns
+
+
+def setup_values(exercise: GradedExercise, folder: Path, settings: JudgeSettings) -> dict:
+    """The setup cells' names, re-seeded as the replay re-seeds them, run in `folder`."""
+    d = exercise.definition
+
+    def reseeded(c):
+        size = settings.batch_size if c.grade_id == exercise.batch_cell else None
+        return reseed(c.code, settings.seed, size, seed_constant=d.seed)
+
+    return setup_namespace(d, folder, reseeded)
 
 
 def fresh_written(exercise: GradedExercise, folder: Path, settings: JudgeSettings) -> FreshInputs:
@@ -44,21 +56,11 @@ def fresh_written(exercise: GradedExercise, folder: Path, settings: JudgeSetting
     try:
         ns = setup_values(exercise, folder, settings)
         start = {k: ns[k] for k in (*d.params, *d.data, *d.constants)}
-        values, grads = _autograd(d, start)
+        values, grads = definition_autograd(d, start)
     finally:
         torch.set_num_threads(threads)
 
     def backward():  # autograd's backward of the whole forward pass, what a hand one compares with
-        _autograd(d, start)
+        definition_autograd(d, start)
 
     return FreshInputs(values, grads, autograd_branches(values, grads, d), backward)
-
-
-def _autograd(d, start: dict) -> tuple[dict, dict]:
-    v = {k: (t.detach().clone().requires_grad_(True) if k in d.params else t) for k, t in start.items()}
-    with torch.enable_grad():
-        v = d.forward(v, on_step=lambda name, t: t.retain_grad() if name != d.loss else None)
-        v[d.loss].backward()
-    grads = {k: v[k].grad.detach().clone() for k in [*(s.name for s in d.steps[:-1]), *d.params]}
-    values = {k: (t.detach() if isinstance(t, torch.Tensor) else t) for k, t in v.items()}
-    return values, grads

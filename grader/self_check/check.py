@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 from ..exercise import spec
-from ..exercise.definition import Definition
-from ..exercise.graded import METADATA_KEY, GradedExercise
+from ..exercise.graded import GradedExercise
 from ..reports.verdict_rows import Row, row
 
 SEED = 20260  # any seed: the verdicts do not depend on it, the numbers in the hints do
@@ -42,10 +41,7 @@ def load_cells(notebook) -> list[dict]:
 def exercise_of(nb: dict) -> GradedExercise:
     """Backprop Ninja, or the exercise written by `backprop-ninja new` that the notebook carries
     (its metadata: the definition, never a solution)."""
-    meta = (nb.get("metadata") or {}).get(METADATA_KEY) or {}
-    if "definition" not in meta:
-        return spec.NINJA
-    return GradedExercise.written(Definition.from_json(meta["definition"]))
+    return GradedExercise.from_metadata(nb.get("metadata") or {}) or spec.NINJA
 
 
 def find_names_txt(notebook, given: str | None = None) -> Path:

@@ -31,40 +31,41 @@ TRAINING_DROP = 0.3
 
 
 def grade(grade_id: str, ns: dict) -> float:
-    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")
-        try:
-            verdict = _verdict(spec.BY_GRADE_ID[grade_id], ns)
-        except Exception as e:  # a broken namespace must cost this cell only, with a message
-            item = spec.BY_GRADE_ID[grade_id]
-            verdict = Verdict(grade_id, 0.0, item.points, [f"could not grade: {type(e).__name__}: {e}"])
-    print(verdict.text())
-    # A plain float in [0, points]: the only result form nbgrader parses as partial credit.
-    return float(min(max(verdict.score, 0.0), verdict.max_score))
+    item = spec.BY_GRADE_ID[grade_id]
+    return _graded(item, lambda: _verdict(item, ns))
 
 
 def grade_gradient(grade_id: str, ns: dict, points: float) -> float:
     """A written exercise's hidden test (grader/authoring/): `ex<k>_d<X>` asks the gradient dX,
     compared with X.grad from the notebook's autograd cell."""
+    exercise, name = grade_id.removeprefix("ex").split("_", 1)
+    item = Gradient(int(exercise), name, name[1:], float(points))
+    return _graded(
+        item, lambda: from_comparison(item, compare(name, ns.get(name, MISSING), _reference(item, ns)))
+    )
+
+
+def _graded(item, verdict_of) -> float:
+    """The cell's output, and its score as nbgrader reads it."""
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
-        exercise, name = grade_id.removeprefix("ex").split("_", 1)
-        item = Gradient(int(exercise), name, name[1:], float(points))
         try:
-            verdict = _gradient(item, ns)
+            verdict = verdict_of()
         except Exception as e:  # a broken namespace must cost this cell only, with a message
-            verdict = Verdict(grade_id, 0.0, item.points, [f"could not grade: {type(e).__name__}: {e}"])
+            verdict = Verdict(item.grade_id, 0.0, item.points, [f"could not grade: {type(e).__name__}: {e}"])
     print(verdict.text())
+    # A plain float in [0, points]: the only result form nbgrader parses as partial credit.
     return float(min(max(verdict.score, 0.0), verdict.max_score))
 
 
-def _gradient(item: Gradient, ns: dict) -> Verdict:
+def _reference(item: Gradient, ns: dict):
+    """X.grad, as the notebook's autograd cell left it."""
     reference = getattr(ns.get(item.target), "grad", None)
     if reference is None:
         raise RuntimeError(
             f"no autograd reference: run the forward and backward cells ({item.target}.grad is None)"
         )
-    return from_comparison(item, compare(item.name, ns.get(item.name, MISSING), reference))
+    return reference
 
 
 def _verdict(item, ns: dict) -> Verdict:
@@ -72,12 +73,7 @@ def _verdict(item, ns: dict) -> Verdict:
         return training_verdict(ns.get("lossi"), initial_loss=_ex4_initial_loss(ns))
     if item.exercise == 4:
         return ex4_verdict(item, _ex4_run(ns))
-    reference = getattr(ns.get(item.target), "grad", None)
-    if reference is None:
-        raise RuntimeError(
-            f"no autograd reference: run the forward and backward cells ({item.target}.grad is None)"
-        )
-    return gradient_verdict(item, ns.get(item.name, MISSING), reference)
+    return gradient_verdict(item, ns.get(item.name, MISSING), _reference(item, ns))
 
 
 def _check_inputs(ns: dict):

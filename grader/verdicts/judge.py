@@ -147,7 +147,7 @@ def all_verdicts(
     """Decide every gradient (exercise 1 in backward order, so that a gradient knows which of the
     gradients it received were wrong), then give each failure its hint."""
     verdicts, right, d = {}, {}, exercise.definition
-    handed = {int(o.run[2:]): o.start for o in exercise.one_go}  # exercise -> the d<start> it is given
+    handed = {o.exercise: o.start for o in exercise.one_go}  # exercise -> the d<start> it is given
     n = settings.batch_size if exercise is spec.NINJA else _batch_size(fresh)
     for g in exercise.gradients:
         o = found.gradients[g.grade_id]

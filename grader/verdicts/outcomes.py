@@ -129,7 +129,7 @@ def _later(out: ReplayOutput, fresh: FreshInputs, g, exercise: GradedExercise) -
     the loss in its own run, Backprop Ninja's exercise 3; its exercise 4 from manual_backward)."""
     main, ref = out.runs[AS_SUBMITTED], _reference(g, fresh, exercise)
     errors = main.meta.get("errors", [])
-    own = next((o.run for o in exercise.one_go if o.target == g.target and o.run == f"ex{g.exercise}"), None)
+    own = next((o.run for o in exercise.one_go if o.exercise == g.exercise), None)
     if own:
         run = out.runs[own]
         value, errors = run.value(value_key(None, g.name)), errors + run.meta.get("errors", [])

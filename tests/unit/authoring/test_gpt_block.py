@@ -29,7 +29,7 @@ def folder(tmp_path_factory, names_txt):
 
 @pytest.fixture(scope="module")
 def ns(folder):
-    return run_notebook_code(GPT, folder)
+    return run_notebook_code(GPT, folder)[0]  # the namespace
 
 
 def test_the_forward_is_the_block_torchs_modules_compute(ns):
