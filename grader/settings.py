@@ -39,7 +39,7 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .exercise import spec
+from .exercise.definitions.backprop_ninja import BATCH_SIZE
 
 # name -> (default, what it bounds)
 ENVIRONMENT: dict[str, tuple[int | float | str, str]] = {
@@ -84,7 +84,7 @@ def _setting(default, help: str):
 @dataclass
 class JudgeSettings:
     seed: int  # per student: seed_for(student, salt)
-    batch_size: int = _setting(spec.BATCH_SIZE, "Batch size of the replay (the lecture's 32 by default).")
+    batch_size: int = _setting(BATCH_SIZE, "Batch size of the replay (the lecture's 32 by default).")
     run_timeout: float = _setting(30.0, "Seconds for one run of the student's cells in the replay.")
     total_timeout: float = _setting(600.0, "Seconds for the whole replay of one submission.")
     train_steps: int = _setting(100, "Steps of the replay's exercise-4 training run.")

@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.exercise.spec import BLOCK_SIZE
+from grader.exercise.definitions.backprop_ninja import BLOCK_SIZE
 from grader.grading.nbgrader_cli import nbgrader_call, run_nbgrader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,8 +300,8 @@ def graded_demo(tmp_path_factory, new_course) -> GradedDemo:
     (warm kernels): `nbgrader autograde` (two processes, each on half the class), `nbgrader
     generate_feedback`, then `backprop-ninja report` (the class report, the CSV exports).
     Never written to: each module that uses it takes its own copy (copy_course) of `.course`."""
-    from grader.incoming.samples import DEMO
     from grader.incoming.submissions import write_submissions
+    from grader.reference.backprop_ninja.samples import DEMO
 
     course = new_course(tmp_path_factory.mktemp("graded_demo"))
     write_submissions(DEMO, course=course)
@@ -333,7 +333,7 @@ def lecture_words(names_txt) -> list[str]:
 
 @pytest.fixture(scope="session")
 def lecture_dataset(lecture_words):
-    from grader.exercise import network
+    from grader.exercise.definitions.backprop_ninja import network
 
     return network.load_dataset(lecture_words)
 
@@ -341,7 +341,7 @@ def lecture_dataset(lecture_words):
 @pytest.fixture(scope="session")
 def lecture_batch(lecture_dataset):
     """What the notebook builds: the lecture's parameters and its first batch of 32."""
-    from grader.exercise import network
+    from grader.exercise.definitions.backprop_ninja import network
 
     params, g = network.init_params()
     Xb, Yb = network.draw_batch(lecture_dataset.Xtr, lecture_dataset.Ytr, g)

@@ -91,8 +91,9 @@ for _name, _value in _handed.items():
 # Asks the kit's own backward rules for the answers, by every route an answer cell has; the
 # sandbox binds only the untrusted side (grader/untrusted/, grader/exercise/), so none succeeds.
 ANSWER_KEY_MODULES = (
+    "grader.reference.backprop_ninja.rules",
+    "gra" + "der.refer" + "ence.backprop_ninja.ru" + "les",
     "grader.reference.steps",
-    "gra" + "der.refer" + "ence.st" + "eps",
     "grader.lecture",
     "grader.verdicts.judge",
     "grader.reference.inputs",

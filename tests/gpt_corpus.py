@@ -81,6 +81,7 @@ CASES = [
         {"ex1_solution": [("dgelu_in = (1 - gelu_th**2) * dgelu_th", "dgelu_in = (1 - gelu_th) * dgelu_th")]},
         frozenset({"ex1_dgelu_in"}),
         carried=frozenset({"ex1_dfc", "ex1_dfc3"}),
+        hint=("ex1_dgelu_in", "the local derivative of tanh is 1 - tanh**2, not 1 - tanh"),  # its catalogue's
     ),
     Case(
         "g07_tied_embedding_one_use",  # wte is read twice: the embedding's share is missing

@@ -112,6 +112,8 @@ class Definition:
     intro: str = ""
     solution: str = ""
     files: tuple[str, ...] = ()
+    # gradients that are mathematically zero, with why: autograd returns float noise, zeros are right
+    zero_gradients: dict[str, str] = field(default_factory=dict)
     seed: int = 2147483647  # the setup's seed, which the replay changes per student (the lecture's)
 
     def __post_init__(self):
@@ -187,6 +189,7 @@ class Definition:
             },
             "seed": self.seed,
             "points": dict(self.points),
+            "zero_gradients": dict(self.zero_gradients),
             "steps": [[s.name, s.expr, s.note] for s in self.steps],
             "in_one_go": [[g.exercise, g.target, g.start, g.points] for g in self.in_one_go],
             "setup": [[c.grade_id, c.code, c.text] for c in self.setup],
@@ -204,6 +207,7 @@ class Definition:
             steps=tuple(Step(*s) for s in j["steps"]),
             asked=tuple(j["asked"]) if j.get("asked") is not None else None,
             points=dict(j.get("points", {})),
+            zero_gradients=dict(j.get("zero_gradients", {})),
             in_one_go=tuple(InOneGo(*g) for g in j.get("in_one_go", [])),
             setup=tuple(Cell(*c) for c in j.get("setup", [])),
             files=tup("files"),

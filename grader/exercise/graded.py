@@ -53,14 +53,14 @@ class GradedExercise:
     batch_cell: str | None = None  # the locked cell that sets batch_size (the replay may change it)
     zero_gradients: dict[str, str] = field(default_factory=dict)  # mathematically zero: zeros are right
     training: int | None = None  # the exercise of the lecture's exercise 4's kind (manual_backward)
-    mistakes: bool = False  # verdicts/mistakes.py knows this exercise's classic wrong rules
 
     @classmethod
     def written(cls, d: Definition) -> GradedExercise:
         """An exercise written from its definition (grader/authoring/notebook.py's cells)."""
         checks = {f"ex{ex}_check" for ex in {g.exercise for g in d.gradients()}}
         batch = next((c.grade_id for c in d.setup if c.grade_id == "batch"), None)
-        return cls(d, d.name, d.name, tuple(d.gradients()), (), frozenset({"autograd", *checks}), batch)
+        cells = frozenset({"autograd", *checks})
+        return cls(d, d.name, d.name, tuple(d.gradients()), (), cells, batch, dict(d.zero_gradients))
 
     @classmethod
     def from_metadata(cls, metadata: dict) -> GradedExercise | None:

@@ -1,5 +1,6 @@
 """The exercise, defined once: every graded gradient, its grade id and its points, derived
-from the exercise's definition (its forward pass, grader/exercise/definitions/).
+from the exercise's definition (its forward pass, grader/exercise/definitions/backprop_ninja/)
+and the notebook's cells: Backprop Ninja as the judge grades it (NINJA).
 
 Everything else (the notebook's test cells, the replay, the hints, the report, the
 tests) derives from this list, so a grade id or a point value changes there only.
@@ -8,26 +9,14 @@ tests) derives from this list, so a grade id or a point value changes there only
 from __future__ import annotations
 
 from .definition import Gradient
-from .definitions.backprop_ninja import BACKPROP_NINJA
+from .definitions.backprop_ninja import BACKPROP_NINJA, EX4_ARGUMENTS, EX4_FUNCTION  # noqa: F401
 from .graded import Check, GradedExercise
 
 ASSIGNMENT = "backprop_ninja"
 NOTEBOOK = "backprop_ninja"
 
-# The lecture's sizes and constants (grader/exercise/network.py builds the net from them).
-LECTURE_SEED = 2147483647
-BLOCK_SIZE = 3
-BATCH_SIZE = 32
-N_EMBD = 10
-N_HIDDEN = 64  # exercises 1-3
-N_HIDDEN_TRAIN = 200  # exercise 4
-BN_EPS = 1e-5
-# The lecture's learning rate for the first 100,000 steps (the replay's short training run).
-LEARNING_RATE = 0.1
-
-
 # The exercise's tensors, its order and its gradients derive from its definition
-# (grader/exercise/definitions/backprop_ninja.py: the forward pass as the lecture chunks it).
+# (grader/exercise/definitions/backprop_ninja/: the forward pass as the lecture chunks it).
 EXERCISE = BACKPROP_NINJA
 # The lecture's `parameters`, in its order: exercise 4 returns their gradients in this order.
 PARAMETERS = list(EXERCISE.params)
@@ -43,31 +32,7 @@ BY_GRADE_ID: dict[str, Gradient | Check] = {g.grade_id: g for g in GRADED}
 ANSWER_CELLS = {ex: f"ex{ex}_solution" for ex in (1, 2, 3, 4)}
 
 # Gradients that are mathematically zero: autograd returns float noise, zeros are right too.
-ZERO_GRADIENTS = {
-    "dlogit_maxes": "the max trick does not change the loss",
-    "db1": "BatchNorm subtracts the batch mean, which cancels b1",
-}
-
-# Exercise 4's backward is a function the locked training loop calls with these keywords.
-EX4_FUNCTION = "manual_backward"
-EX4_ARGUMENTS = [
-    "Xb",
-    "Yb",
-    "emb",
-    "embcat",
-    "hprebn",
-    "bnvar_inv",
-    "bnraw",
-    "h",
-    "logits",
-    "C",
-    "W1",
-    "b1",
-    "W2",
-    "b2",
-    "bngain",
-    "bnbias",
-]
+ZERO_GRADIENTS = EXERCISE.zero_gradients
 
 
 def exercise_points(exercise: int) -> float:
@@ -106,5 +71,4 @@ NINJA = GradedExercise(
     BATCH_CELL,
     ZERO_GRADIENTS,
     training=4,
-    mistakes=True,
 )

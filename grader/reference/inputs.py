@@ -14,9 +14,12 @@ from pathlib import Path
 
 import torch
 
-from ..exercise import network, spec
+from ..exercise import spec
+from ..exercise.definitions import backprop_ninja as lecture
+from ..exercise.definitions.backprop_ninja import network
 from ..settings import JudgeSettings
 from . import steps
+from .backprop_ninja import rules
 
 EVAL_EXAMPLES = 4000
 
@@ -62,15 +65,15 @@ def _fresh_inputs(ds: network.Dataset, settings: JudgeSettings) -> FreshInputs:
     seed = settings.seed
     params, g = network.init_params(seed=seed, vocab_size=ds.vocab_size)
     Xb, Yb = network.draw_batch(ds.Xtr, ds.Ytr, g, settings.batch_size)
-    values, grads = steps.autograd_grads(params, Xb, Yb)
-    branches = steps.autograd_branches(values, grads)
-    p4, g4 = network.init_params(seed=seed + 1, vocab_size=ds.vocab_size, n_hidden=network.N_HIDDEN_TRAIN)
+    values, grads = rules.autograd_grads(params, Xb, Yb)
+    branches = steps.autograd_branches(values, grads, spec.EXERCISE)
+    p4, g4 = network.init_params(seed=seed + 1, vocab_size=ds.vocab_size, n_hidden=lecture.N_HIDDEN_TRAIN)
     X4, Y4 = network.draw_batch(ds.Xtr, ds.Ytr, g4, settings.batch_size)
     v4 = network.cross_entropy_forward(p4, X4, Y4, track=True)
     v4["loss"].backward()
     ex4_reference = {k: v4[k].grad.detach().clone() for k in spec.PARAMETERS}
     ex4_inputs = {k: v4[k].detach().clone() for k in spec.EX4_ARGUMENTS}
-    p5, _ = network.init_params(seed=seed + 2, vocab_size=ds.vocab_size, n_hidden=network.N_HIDDEN_TRAIN)
+    p5, _ = network.init_params(seed=seed + 2, vocab_size=ds.vocab_size, n_hidden=lecture.N_HIDDEN_TRAIN)
     eval_X, eval_Y = ds.Xdev[:EVAL_EXAMPLES], ds.Ydev[:EVAL_EXAMPLES]
     initial = float(network.cross_entropy_forward(p5, eval_X, eval_Y)["loss"])
     train = dict(p5, Xtr=ds.Xtr, Ytr=ds.Ytr)
@@ -80,7 +83,7 @@ def _fresh_inputs(ds: network.Dataset, settings: JudgeSettings) -> FreshInputs:
         values,
         grads,
         branches,
-        lambda: steps.manual_grads(values),
+        lambda: rules.manual_grads(values),
         ex4_inputs,
         ex4_reference,
         train,
@@ -109,5 +112,5 @@ def reference_training(train: dict, settings: JudgeSettings) -> dict:
         with torch.enable_grad():
             v = network.cross_entropy_forward(params, Xb, Yb, track=True)
             v["loss"].backward()
-        params = {k: params[k] - network.LEARNING_RATE * v[k].grad for k in spec.PARAMETERS}
+        params = {k: params[k] - lecture.LEARNING_RATE * v[k].grad for k in spec.PARAMETERS}
     return params

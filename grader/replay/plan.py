@@ -7,8 +7,9 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 
-from ..exercise import network, spec
+from ..exercise import spec
 from ..exercise.cells import nbgrader_meta, strip_magics
+from ..exercise.definitions import backprop_ninja as lecture
 from ..exercise.graded import GradedExercise
 from ..settings import JudgeSettings
 from ..untrusted.protocol import AS_SUBMITTED, LOCAL, PlanCell, parse_run_name, run_name_local
@@ -39,7 +40,7 @@ class _Reseed(ast.NodeTransformer):
 
 
 def reseed(
-    source: str, seed: int, batch_size: int | None = None, seed_constant: int = network.LECTURE_SEED
+    source: str, seed: int, batch_size: int | None = None, seed_constant: int = lecture.LECTURE_SEED
 ) -> str:
     """`source` with `seed` for the exercise's own seed (`seed_constant`: the definition's)."""
     tree = _Reseed(seed, batch_size, seed_constant).visit(ast.parse(strip_magics(source)))

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..exercise import network, spec
+from ..exercise import spec
 from ..exercise.compare import MISSING, compare
 from ..exercise.definition import Gradient
+from ..exercise.definitions import backprop_ninja as lecture
+from ..exercise.definitions.backprop_ninja import network
 from ..exercise.verdict import Verdict, from_comparison, gradient_verdict
 from .backward_call import BackwardFailed, call_manual_backward, raised
 
@@ -79,7 +81,7 @@ def _verdict(item, ns: dict) -> Verdict:
 def _check_inputs(ns: dict):
     # A fixed batch and fresh parameters, independent of where training left them.
     params, g = network.init_params(
-        seed=network.LECTURE_SEED, vocab_size=len(ns["itos"]), n_hidden=network.N_HIDDEN_TRAIN
+        seed=lecture.LECTURE_SEED, vocab_size=len(ns["itos"]), n_hidden=lecture.N_HIDDEN_TRAIN
     )
     Xb, Yb = network.draw_batch(ns["Xtr"], ns["Ytr"], g)
     return params, Xb, Yb

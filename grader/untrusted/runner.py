@@ -20,9 +20,11 @@ import time
 
 import torch
 
-from ..exercise import network, spec
+from ..exercise import spec
 from ..exercise.cells import strip_magics
 from ..exercise.compare import MISSING
+from ..exercise.definitions import backprop_ninja as lecture
+from ..exercise.definitions.backprop_ninja import network
 from .assigned import assigned, own_names
 from .autograd_guard import Guard
 from .backward_call import BackwardFailed, accepted_arguments, as_update, call_manual_backward, raised
@@ -278,7 +280,7 @@ class Runner:
                 v = network.cross_entropy_forward(params, Xb, Yb)
                 grads = list(fn(**accepted_arguments(fn, {k: v[k] for k in spec.EX4_ARGUMENTS})))
                 for k, grad in zip(spec.PARAMETERS, grads):
-                    params[k] = params[k] - network.LEARNING_RATE * as_update(k, grad, params[k])
+                    params[k] = params[k] - lecture.LEARNING_RATE * as_update(k, grad, params[k])
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise

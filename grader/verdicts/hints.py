@@ -12,10 +12,10 @@ from ..exercise import spec
 from ..exercise.compare import ATOL, MISSING, Unusable, as_reference_shape
 from ..exercise.graded import GradedExercise
 from ..reference.inputs import FreshInputs
+from ..reference.mistakes import known_mistakes
 from ..replay.results import RunResult
 from ..untrusted.protocol import STATUS_OK
 from . import raised, relations
-from .mistakes import known_mistakes
 from .outcomes import SKIPPED, Outcome
 
 
@@ -186,7 +186,7 @@ def explain(
         n=n,
         branches=o.branches,
         aliases=main.meta.get("aliases", []),
-        mistakes=known_mistakes(name, fresh.values, fresh.grads) if exercise.mistakes else None,
+        mistakes=known_mistakes(exercise.definition, name, fresh.values, fresh.grads),
         n_seen=n_seen,
         upstream=_upstream(o, fresh, exercise),
         forward=fresh.values,

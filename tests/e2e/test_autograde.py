@@ -10,7 +10,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from grader.exercise import spec
-from grader.incoming.samples import DEMO
+from grader.reference.backprop_ninja.samples import DEMO
 from grader.reports.report import table
 from grader.reports.scores import read_scores
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from grader.exercise import spec
 from grader.grading.workers import graded_in_gradebook
-from grader.incoming.samples import DEMO
 from grader.incoming.submissions import write_submissions
+from grader.reference.backprop_ninja.samples import DEMO
 from grader.reports.scores import read_scores
 
 from corpus import EXPECTED_ZEROS

@@ -23,8 +23,8 @@ import pytest
 
 from grader.exercise import spec
 from grader.exercise.cells import nbgrader_meta
-from grader.incoming.samples import DEMO
 from grader.incoming.submissions import fill, reference_answers
+from grader.reference.backprop_ninja.samples import DEMO
 
 from conftest import ROOT, copy_course
 from corpus import EXPECTED_ZEROS

@@ -10,7 +10,7 @@ import html
 import pytest
 
 from grader.exercise import spec
-from grader.incoming.samples import DEMO
+from grader.reference.backprop_ninja.samples import DEMO
 from grader.reports.class_html import anchor
 from grader.reports.scores import read_scores
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from grader.exercise import spec
-from grader.incoming.samples import DEMO
 from grader.incoming.submissions import write_submissions
+from grader.reference.backprop_ninja.samples import DEMO
 from grader.reports.scores import read_scores
 
 from conftest import nbgrader

@@ -17,8 +17,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from nbgrader.api import Gradebook, MissingEntry
 
 from grader.exercise import spec
-from grader.incoming.samples import DEMO
 from grader.incoming.submissions import write_submissions
+from grader.reference.backprop_ninja.samples import DEMO
 
 from conftest import VENV_BIN, nbgrader, shown_cells
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from grader.exercise import network
 from grader.exercise.compare import ATOL, MISSING, RTOL, Comparison, as_reference_shape, compare
-from grader.reference import steps
+from grader.exercise.definitions.backprop_ninja import network
+from grader.reference.backprop_ninja import rules
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def grads():
     g = torch.Generator().manual_seed(0)
     Xb = torch.randint(0, 27, (32, 3), generator=g)
     Yb = torch.randint(0, 27, (32,), generator=g)
-    return steps.autograd_grads(params, Xb, Yb)[1]
+    return rules.autograd_grads(params, Xb, Yb)[1]
 
 
 def reference(*shape, seed=0, scale=0.01):

@@ -13,7 +13,7 @@ import torch
 from grader.exercise import spec
 from grader.exercise.definitions import names
 from grader.exercise.definitions.backprop_ninja import BACKPROP_NINJA as NINJA
-from grader.reference import steps
+from grader.reference.backprop_ninja import rules
 
 from conftest import ROOT
 from tiny_exercise import TINY
@@ -38,9 +38,9 @@ def test_the_lectures_exercises_derive_from_its_forward_pass():
 
 
 def test_what_each_step_reads_is_what_its_rule_backpropagates_to():
-    assert {s.out: s.inputs for s in steps.STEPS} == NINJA.inputs
+    assert {s.out: s.inputs for s in rules.STEPS} == NINJA.inputs
     for name in NINJA.backward_order():
-        assert NINJA.consumers(name) == steps.consumers(name), name
+        assert NINJA.consumers(name) == spec.EXERCISE.consumers(name), name
     assert NINJA.consumers("logits") == ["logit_maxes", "norm_logits"]  # two branches
     assert NINJA.consumers("bndiff") == ["bndiff2", "bnraw"]
 
@@ -57,7 +57,7 @@ def test_the_notebooks_forward_cell_is_the_definitions_steps():
 def test_the_definitions_forward_is_the_step_rules_forward(lecture_batch):
     params, Xb, Yb = lecture_batch
     ours = NINJA.forward(dict(params, Xb=Xb, Yb=Yb, n=Xb.shape[0]))
-    theirs = steps.forward(params, Xb, Yb)
+    theirs = rules.forward(params, Xb, Yb)
     for s in NINJA.steps:
         assert torch.equal(ours[s.name], theirs[s.name]), s.name
 

@@ -1,7 +1,7 @@
-"""grader/exercise/network.py: the lecture's network as students see it (data split,
+"""Backprop Ninja's network.py: the lecture's network as students see it (data split,
 initialisation, batches, exercise 4's forward pass), and the numbers the notebook promises
 students (the first loss, the split sizes), pinned. The chunked forward pass of
-grader/reference/steps.py is the reference it must agree with."""
+grader/reference/backprop_ninja/rules.py is the reference it must agree with."""
 
 from __future__ import annotations
 
@@ -10,30 +10,18 @@ import random
 import pytest
 import torch
 
-from grader.exercise import network
-from grader.reference import steps
+from grader.exercise.definitions import backprop_ninja as lecture
+from grader.exercise.definitions.backprop_ninja import network
+from grader.reference.backprop_ninja import rules
 
 from conftest import synthetic_batch
 
 OTHER_SEEDS = [0, 42, 1337]
 
 
-def test_constants_are_specs():
-    """The lecture's constants are defined once, in spec.py; network.py re-exports them."""
-    from grader.exercise import spec
-
-    for name in (
-        "LECTURE_SEED",
-        "BATCH_SIZE",
-        "N_HIDDEN",
-        "N_HIDDEN_TRAIN",
-        "BN_EPS",
-        "BLOCK_SIZE",
-        "N_EMBD",
-        "LEARNING_RATE",
-    ):
-        assert getattr(network, name) == getattr(spec, name), name
-    assert (network.LECTURE_SEED, network.BATCH_SIZE, network.N_HIDDEN, network.N_HIDDEN_TRAIN) == (
+def test_the_lectures_constants():
+    """The lecture's constants, defined once in its definition's package."""
+    assert (lecture.LECTURE_SEED, lecture.BATCH_SIZE, lecture.N_HIDDEN, lecture.N_HIDDEN_TRAIN) == (
         2147483647,
         32,
         64,
@@ -43,13 +31,13 @@ def test_constants_are_specs():
 
 # ---------------------------------------------------------------- the lecture's numbers
 def test_initial_loss_is_pinned(lecture_batch):
-    v = steps.forward(*lecture_batch)
+    v = rules.forward(*lecture_batch)
     assert v["loss"].item() == pytest.approx(3.3112, abs=1e-4)
 
 
 def test_lecture_batch_is_the_notebooks(lecture_dataset, lecture_batch):
     """The notebook draws the batch from the same generator right after the parameters."""
-    g = torch.Generator().manual_seed(network.LECTURE_SEED)
+    g = torch.Generator().manual_seed(lecture.LECTURE_SEED)
     for shape in [(27, 10), (30, 64), (64,), (64, 27), (27,)]:
         torch.randn(shape, generator=g)
     ix = torch.randint(0, lecture_dataset.Xtr.shape[0], (32,), generator=g)
@@ -62,11 +50,11 @@ def test_init_params_leaves_torch_global_rng_alone():
         torch.manual_seed(123)
         before = torch.get_rng_state()
         network.init_params()
-        network.init_params(seed=7, n_hidden=network.N_HIDDEN_TRAIN)
+        network.init_params(seed=7, n_hidden=lecture.N_HIDDEN_TRAIN)
         assert torch.equal(torch.get_rng_state(), before)
 
 
-@pytest.mark.parametrize("n_hidden", [network.N_HIDDEN, network.N_HIDDEN_TRAIN])
+@pytest.mark.parametrize("n_hidden", [lecture.N_HIDDEN, lecture.N_HIDDEN_TRAIN])
 def test_batchnorm_params_match_the_notebooks_global_seed(n_hidden):
     params, _ = network.init_params(n_hidden=n_hidden)
     with torch.random.fork_rng(devices=[]):
@@ -89,7 +77,7 @@ def test_init_params_shapes_and_first_draws():
         "bnbias": (1, 64),
     }
     # the lecture's generator, drawn in the lecture's order
-    g2 = torch.Generator().manual_seed(network.LECTURE_SEED)
+    g2 = torch.Generator().manual_seed(lecture.LECTURE_SEED)
     assert torch.equal(params["C"], torch.randn((27, 10), generator=g2))
     assert torch.equal(params["W1"], torch.randn((30, 64), generator=g2) * (5 / 3) / 30**0.5)
     assert not any(t.requires_grad for t in params.values())
@@ -147,16 +135,16 @@ def test_build_dataset_contexts():
 
 # ---------------------------------------------------------------- exercise 4's forward
 def test_cross_entropy_forward_gives_the_same_loss(lecture_batch):
-    chunked = steps.forward(*lecture_batch)["loss"]
+    chunked = rules.forward(*lecture_batch)["loss"]
     short = network.cross_entropy_forward(*lecture_batch)["loss"]
     assert short.item() == pytest.approx(chunked.item(), abs=1e-6)
 
 
 @pytest.mark.parametrize("seed", OTHER_SEEDS)
 def test_cross_entropy_forward_agrees_on_other_batches(seed):
-    params, _ = network.init_params(seed=seed, n_hidden=network.N_HIDDEN_TRAIN)
+    params, _ = network.init_params(seed=seed, n_hidden=lecture.N_HIDDEN_TRAIN)
     batch = synthetic_batch(seed, 32)
-    chunked = steps.forward(params, *batch)
+    chunked = rules.forward(params, *batch)
     short = network.cross_entropy_forward(params, *batch)
     assert short["loss"].item() == pytest.approx(chunked["loss"].item(), abs=1e-6)
     for name in ("hprebn", "bnvar_inv", "bnraw", "h", "logits"):

@@ -94,12 +94,11 @@ def test_a_kept_dimension_and_a_missing_branch(cmp, net, capsys):
 def test_the_checks_graph_is_the_forward_pass():
     """What the release's check knows of the backward order is the kit's own forward pass."""
     from grader.exercise import spec
-    from grader.reference import steps
 
     ns = {"torch": torch}
     exec(_cmp_cell("source"), ns)
     ex1 = [g.target for g in spec.GRADIENTS if g.exercise == 1]
-    expected = {t: [c for c in steps.consumers(t) if c != "loss"] for t in ex1}
+    expected = {t: [c for c in spec.EXERCISE.consumers(t) if c != "loss"] for t in ex1}
     assert ns["_FEEDS"] == expected
 
 

@@ -7,10 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.exercise import network, spec
+from grader.exercise import spec
 from grader.exercise.compare import MISSING
+from grader.exercise.definitions.backprop_ninja import network
 from grader.exercise.verdict import Verdict, compare_gradient, from_comparison, gradient_verdict
-from grader.reference import steps
+from grader.reference.backprop_ninja import rules
 
 BY_NAME = {g.grade_id: g for g in spec.GRADIENTS}
 
@@ -21,14 +22,14 @@ def ex1():
     params, g = network.init_params()
     Xb = torch.randint(0, 27, (32, 3), generator=g)
     Yb = torch.randint(0, 27, (32,), generator=g)
-    return steps.autograd_grads(params, Xb, Yb)
+    return rules.autograd_grads(params, Xb, Yb)
 
 
 # ---------------------------------------------------------------- gradient_verdict
 @pytest.mark.parametrize("gradient", [g for g in spec.GRADIENTS if g.exercise == 1], ids=lambda g: g.grade_id)
 def test_correct_exercise_1_gradient_gets_full_points(ex1, gradient):
     values, auto = ex1
-    manual, _ = steps.manual_grads(values)
+    manual, _ = rules.manual_grads(values)
     v = gradient_verdict(gradient, manual[gradient.target], auto[gradient.target])
     assert v.score == v.max_score == gradient.points == 1.0
     assert v.grade_id == gradient.grade_id

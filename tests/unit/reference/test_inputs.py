@@ -9,8 +9,10 @@ import os
 
 import torch
 
-from grader.exercise import network, spec
-from grader.reference import steps
+from grader.exercise import spec
+from grader.exercise.definitions import backprop_ninja as lecture
+from grader.exercise.definitions.backprop_ninja import network
+from grader.reference.backprop_ninja import rules
 from grader.reference.inputs import EVAL_EXAMPLES, context_free_loss, dataset, fresh_inputs
 from grader.settings import JudgeSettings
 
@@ -21,7 +23,7 @@ def test_fresh_reference_grads_are_autograds(fresh, names_txt):
     ds = dataset(names_txt)
     params, g = network.init_params(seed=JUDGE_SEED, vocab_size=ds.vocab_size)
     Xb, Yb = network.draw_batch(ds.Xtr, ds.Ytr, g)
-    values, grads = steps.autograd_grads(params, Xb, Yb)
+    values, grads = rules.autograd_grads(params, Xb, Yb)
     assert set(fresh.grads) == set(grads)
     for k, t in grads.items():
         assert torch.equal(fresh.grads[k], t), k
@@ -37,7 +39,7 @@ def test_fresh_inputs_are_deterministic_per_seed(fresh, names_txt):
 
 
 def test_fresh_ex4_reference(fresh, names_txt):
-    V, E, B, H = dataset(names_txt).vocab_size, network.N_EMBD, network.BLOCK_SIZE, network.N_HIDDEN_TRAIN
+    V, E, B, H = dataset(names_txt).vocab_size, lecture.N_EMBD, lecture.BLOCK_SIZE, lecture.N_HIDDEN_TRAIN
     assert H == 200
     shapes = {
         "C": (V, E),
@@ -54,7 +56,7 @@ def test_fresh_ex4_reference(fresh, names_txt):
         bool(torch.isfinite(t).all()) and float(t.abs().max()) > 0 for t in fresh.ex4_reference.values()
     )
     assert set(fresh.ex4_inputs) == set(spec.EX4_ARGUMENTS)
-    assert tuple(fresh.ex4_inputs["h"].shape) == (network.BATCH_SIZE, H)
+    assert tuple(fresh.ex4_inputs["h"].shape) == (lecture.BATCH_SIZE, H)
 
 
 def test_fresh_initial_eval_loss(fresh):

@@ -9,22 +9,25 @@ import dataclasses
 import pytest
 import torch
 
-from grader.exercise import network, spec
+from grader.exercise import spec
+from grader.exercise.definitions import backprop_ninja as lecture
+from grader.exercise.definitions.backprop_ninja import network
 from grader.reference import steps
+from grader.reference.backprop_ninja import rules
 
 from conftest import synthetic_batch
 
 # Exercise 1's order, as the grader (and the notebook) walks it.
 EX1_ORDER = [g.target for g in spec.GRADIENTS if g.exercise == 1]
-STEP_OUTPUTS = [s.out for s in steps.STEPS if s.out != "loss"]
+STEP_OUTPUTS = [s.out for s in rules.STEPS if s.out != "loss"]
 # Tensors the forward pass reads twice: their gradient is the sum of two branches.
 USED_TWICE = ["counts", "bndiff", "hprebn", "logits"]
 OTHER_SEEDS = [0, 42, 1337]
 
 
 def both_grads(params, Xb, Yb):
-    values, auto = steps.autograd_grads(params, Xb, Yb)
-    manual, branches = steps.manual_grads(values)
+    values, auto = rules.autograd_grads(params, Xb, Yb)
+    manual, branches = rules.manual_grads(values)
     return values, auto, manual, branches
 
 
@@ -45,22 +48,22 @@ def test_manual_grads_match_autograd_for_the_lecture_batch(lecture_batch):
 @pytest.mark.parametrize(
     "n_hidden, batch_size",
     [
-        (network.N_HIDDEN, 32),
-        (network.N_HIDDEN_TRAIN, 32),
-        (network.N_HIDDEN, 7),
-        (network.N_HIDDEN_TRAIN, 7),
+        (lecture.N_HIDDEN, 32),
+        (lecture.N_HIDDEN_TRAIN, 32),
+        (lecture.N_HIDDEN, 7),
+        (lecture.N_HIDDEN_TRAIN, 7),
     ],
 )
-@pytest.mark.parametrize("seed", [network.LECTURE_SEED, *OTHER_SEEDS])
+@pytest.mark.parametrize("seed", [lecture.LECTURE_SEED, *OTHER_SEEDS])
 def test_manual_grads_match_autograd(seed, n_hidden, batch_size):
     params, _ = network.init_params(seed=seed, n_hidden=n_hidden)
     _, auto, manual, _ = both_grads(params, *synthetic_batch(seed, batch_size))
-    assert auto["W1"].shape == (network.N_EMBD * network.BLOCK_SIZE, n_hidden)
+    assert auto["W1"].shape == (lecture.N_EMBD * lecture.BLOCK_SIZE, n_hidden)
     assert auto["logprobs"].shape == (batch_size, 27)
     assert_grads_close(manual, auto, atol=1e-7)
 
 
-@pytest.mark.parametrize("seed", [network.LECTURE_SEED, *OTHER_SEEDS])
+@pytest.mark.parametrize("seed", [lecture.LECTURE_SEED, *OTHER_SEEDS])
 def test_manual_grads_match_autograd_in_float64(seed):
     """In double precision rounding is ~1e-16, so even a rule wrong by 1e-6 relative shows."""
     params, _ = network.init_params(seed=seed)
@@ -73,10 +76,10 @@ def test_manual_grads_match_autograd_in_float64(seed):
 def test_a_wrong_rule_is_caught(monkeypatch):
     """The comparison above has teeth: Bessel's n instead of n-1 in bnvar's rule fails it."""
     bessel_less = dataclasses.replace(
-        steps.STEP_OF["bnvar"],
-        backward=lambda v, d: {"bndiff2": torch.ones_like(v["bndiff2"]) * d / steps._n(v)},
+        rules.STEP_OF["bnvar"],
+        backward=lambda v, d: {"bndiff2": torch.ones_like(v["bndiff2"]) * d / rules._n(v)},
     )
-    monkeypatch.setattr(steps, "STEPS", [bessel_less if s.out == "bnvar" else s for s in steps.STEPS])
+    monkeypatch.setattr(rules, "STEPS", [bessel_less if s.out == "bnvar" else s for s in rules.STEPS])
     params, _ = network.init_params()
     _, auto, manual, _ = both_grads(params, *synthetic_batch(0, 32))
     # Closer to the loss nothing changes; from bndiff2 down everything is off by ~3%.
@@ -99,9 +102,9 @@ def test_bit_exact_from_logprobs_through_b2(lecture_batch):
 @pytest.mark.parametrize("name", USED_TWICE)
 def test_two_branches_sum_to_the_gradient(name):
     params, _ = network.init_params()
-    _, auto, manual, branches = both_grads(params, *synthetic_batch(network.LECTURE_SEED, 32))
+    _, auto, manual, branches = both_grads(params, *synthetic_batch(lecture.LECTURE_SEED, 32))
     assert len(branches[name]) == 2
-    assert set(branches[name]) == set(steps.consumers(name))
+    assert set(branches[name]) == set(spec.EXERCISE.consumers(name))
     first, second = branches[name].values()
     assert torch.equal(first + second, manual[name])
     torch.testing.assert_close(first + second, auto[name], rtol=0.0, atol=1e-7)
@@ -118,7 +121,7 @@ def test_every_other_tensor_has_one_branch():
     assert set(branches) == set(manual)
     for name, contributions in branches.items():
         assert len(contributions) == (2 if name in USED_TWICE else 1), (name, list(contributions))
-        assert set(contributions) == set(steps.consumers(name)), name
+        assert set(contributions) == set(spec.EXERCISE.consumers(name)), name
 
 
 # ---------------------------------------------------------------- graph structure
@@ -136,7 +139,7 @@ def test_every_other_tensor_has_one_branch():
     ],
 )
 def test_consumers(name, expected):
-    assert steps.consumers(name) == expected
+    assert spec.EXERCISE.consumers(name) == expected
 
 
 @pytest.mark.parametrize(
@@ -163,7 +166,7 @@ def test_consumers(name, expected):
     ],
 )
 def test_upstream(name, expected):
-    assert steps.upstream(name) == expected
+    assert spec.EXERCISE.upstream(name) == expected
 
 
 def test_exercise_1_covers_every_tensor_once():
@@ -175,16 +178,16 @@ def test_exercise_1_covers_every_tensor_once():
 def test_exercise_1_order_is_a_backward_order(gradient):
     """Each gradient only needs gradients graded before it: the grader relies on this."""
     position = EX1_ORDER.index(gradient.target)
-    for up in steps.upstream(gradient.target):
+    for up in spec.EXERCISE.upstream(gradient.target):
         assert EX1_ORDER.index(up) < position, f"d{up} is needed by {gradient.name} but comes later"
 
 
 def test_each_branchs_share_by_autograd_is_the_rules(lecture_batch):
     """The missing-branch hint's references come from autograd alone (a new exercise has no
     rules): for every tensor read twice, each reader's share equals what its rule gives."""
-    values, grads = steps.autograd_grads(*lecture_batch)
-    shares = steps.autograd_branches(values, grads)
-    _, by_rules = steps.manual_grads(values)
+    values, grads = rules.autograd_grads(*lecture_batch)
+    shares = steps.autograd_branches(values, grads, spec.EXERCISE)
+    _, by_rules = rules.manual_grads(values)
     assert sorted(shares) == sorted(k for k, v in by_rules.items() if len(v) > 1)
     assert sorted(shares) == ["bndiff", "counts", "hprebn", "logits"]
     for name, readers in shares.items():

@@ -16,9 +16,11 @@ import nbformat
 import pytest
 import torch
 
-from grader.exercise import network, spec
+from grader.exercise import spec
 from grader.exercise.cells import nbgrader_meta, strip_magics
-from grader.reference import steps
+from grader.exercise.definitions import backprop_ninja as lecture
+from grader.exercise.definitions.backprop_ninja import network
+from grader.reference.backprop_ninja import rules
 from grader.reference.inputs import dataset, fresh_inputs
 from grader.replay.plan import (
     AS_SUBMITTED,
@@ -35,7 +37,7 @@ from grader.untrusted.runner import Runner
 from conftest import ROOT
 
 SOURCE_NB = ROOT / "source" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
-SEED_TEXT = str(network.LECTURE_SEED)
+SEED_TEXT = str(lecture.LECTURE_SEED)
 EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
 WARM = ["imports", "data_read", "data_vocab", "data_split", "cmp"]
 S = 1234
@@ -54,7 +56,7 @@ def _gid(cell) -> str | None:
 def handed(run: str) -> set[str]:
     """The gradients a run is handed the correct value of, from the step graph alone."""
     if run.startswith("local:"):
-        return {"d" + t for t in steps.upstream(run[len("local:") :][1:])}
+        return {"d" + t for t in spec.EXERCISE.upstream(run[len("local:") :][1:])}
     if run == "ex3":
         return {"dhpreact"}
     return set()
@@ -65,11 +67,11 @@ def test_run_order_starts_with_main_and_has_one_run_per_gradient_with_upstream()
     assert order[0] == "main"
     assert order.count("main") == 1 and order.count("ex3") == 1
     locals_ = [r for r in order if r.startswith("local:")]
-    expected = [f"local:{g.name}" for g in EX1 if steps.upstream(g.target)]
+    expected = [f"local:{g.name}" for g in EX1 if spec.EXERCISE.upstream(g.target)]
     assert sorted(locals_) == sorted(expected)
     assert len(locals_) == len(set(locals_)) == len(EX1) - 1  # all but dlogprobs
     assert "local:dlogprobs" not in order
-    assert not steps.upstream("logprobs")
+    assert not spec.EXERCISE.upstream("logprobs")
     assert len(order) == 1 + len(expected) + 1
 
 
@@ -97,7 +99,7 @@ def test_handed_is_what_the_replay_injects():
     (plan.with_correct_inputs), and Runner.run injects exactly those, nothing more."""
     grads = {
         k: torch.full((1,), float(i))
-        for i, k in enumerate([s.out for s in steps.STEPS if s.out != "loss"] + spec.PARAMETERS)
+        for i, k in enumerate([s.out for s in rules.STEPS if s.out != "loss"] + spec.PARAMETERS)
     }
     names = {"d" + k for k in grads}
     cells = [

@@ -17,8 +17,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.exercise import network
-from grader.reference import steps
+from grader.exercise.definitions.backprop_ninja import network
+from grader.reference.backprop_ninja import rules
 from grader.untrusted import derivative_block
 from grader.untrusted.derivative_block import DERIVATIVE, UNAVAILABLE, AutogradUnavailable
 
@@ -160,7 +160,7 @@ def _lecture_forward() -> dict[str, torch.Tensor]:
         out["log_softmax"] = F.log_softmax(logits, 1)
         for k, t in network.cross_entropy_forward(params, Xb, Yb, track=True).items():
             out[f"ex4.{k}"] = t
-        for k, t in steps.forward(params, Xb, Yb).items():
+        for k, t in rules.forward(params, Xb, Yb).items():
             out[f"steps.{k}"] = t
     return {k: t.detach().clone() for k, t in out.items() if isinstance(t, torch.Tensor)}
 
@@ -168,7 +168,7 @@ def _lecture_forward() -> dict[str, torch.Tensor]:
 def _autograd_grads() -> types.SimpleNamespace:
     """Autograd's values and gradients for the lecture's batch, as torch ships."""
     params, Xb, Yb = _batch()
-    values, grads = steps.autograd_grads(params, Xb, Yb)
+    values, grads = rules.autograd_grads(params, Xb, Yb)
     return types.SimpleNamespace(params=params, Yb=Yb, values=values, grads=grads)
 
 

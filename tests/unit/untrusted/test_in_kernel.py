@@ -15,10 +15,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.exercise import network, spec
+from grader.exercise import spec
+from grader.exercise.definitions import backprop_ninja as lecture
+from grader.exercise.definitions.backprop_ninja import network
 from grader.exercise.verdict import Verdict
 from grader.incell import grade
-from grader.reference import steps
+from grader.reference.backprop_ninja import rules
 from grader.untrusted import in_kernel
 
 from conftest import manual_backward
@@ -36,12 +38,12 @@ def test_the_notebooks_entry_point_is_in_kernel_grade():
     assert grader.incell.__all__ == ["grade", "grade_gradient"]
 
 
-def notebook_namespace(seed: int = network.LECTURE_SEED) -> dict:
+def notebook_namespace(seed: int = lecture.LECTURE_SEED) -> dict:
     """globals() after the notebook's forward and `loss.backward()` cells."""
     params, g = network.init_params(seed=seed)
     Xb = torch.randint(0, 27, (32, 3), generator=g)
     Yb = torch.randint(0, 27, (32,), generator=g)
-    v = steps.forward(params, Xb, Yb, track=True)
+    v = rules.forward(params, Xb, Yb, track=True)
     v["loss"].backward()
     ns = dict(v)
     ns.update(torch=torch, F=F, batch_size=32)
@@ -63,7 +65,7 @@ def ns(_notebook) -> dict:
 def correct(_notebook) -> dict:
     """A student's exercise 1, by the step rules (not autograd's .grad)."""
     values = {k: (t.detach() if isinstance(t, torch.Tensor) else t) for k, t in _notebook.items()}
-    return {"d" + k: t for k, t in steps.manual_grads(values)[0].items()}
+    return {"d" + k: t for k, t in rules.manual_grads(values)[0].items()}
 
 
 # ---------------------------------------------------------------- scores

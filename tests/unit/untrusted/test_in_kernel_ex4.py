@@ -9,9 +9,11 @@ import math
 import pytest
 import torch
 
-from grader.exercise import network, spec
+from grader.exercise import spec
 from grader.exercise.compare import MISSING
-from grader.reference import steps
+from grader.exercise.definitions import backprop_ninja as lecture
+from grader.exercise.definitions.backprop_ninja import network
+from grader.reference.backprop_ninja import rules
 from grader.untrusted import in_kernel
 
 from conftest import manual_backward
@@ -22,7 +24,7 @@ EX4 = [g for g in spec.GRADIENTS if g.exercise == 4]
 @pytest.fixture(scope="module")
 def ex4_inputs():
     """What the kernel's check passes to run_ex4: exercise 4's parameters (200 hidden) and a batch."""
-    params, g = network.init_params(n_hidden=network.N_HIDDEN_TRAIN)
+    params, g = network.init_params(n_hidden=lecture.N_HIDDEN_TRAIN)
     Xb = torch.randint(0, 27, (32, 3), generator=g)
     Yb = torch.randint(0, 27, (32,), generator=g)
     return params, Xb, Yb
@@ -43,7 +45,7 @@ def test_run_ex4_reference_is_autograd_of_cross_entropy(ex4_inputs):
     params, Xb, Yb = ex4_inputs
     run = in_kernel.run_ex4(manual_backward, params, Xb, Yb)
     leaves = {k: t.clone().requires_grad_(True) for k, t in params.items()}
-    v = steps.forward(leaves, Xb, Yb, track=True)  # the chunked forward: same loss
+    v = rules.forward(leaves, Xb, Yb, track=True)  # the chunked forward: same loss
     v["loss"].backward()
     for name in spec.PARAMETERS:
         torch.testing.assert_close(run.reference[name], v[name].grad, rtol=1e-4, atol=1e-7)

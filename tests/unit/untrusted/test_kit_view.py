@@ -11,7 +11,14 @@ from grader.untrusted.protocol import KIT_INSIDE
 
 
 @pytest.mark.parametrize(
-    "name", ["grader.reference", "grader.reference.steps", "grader.verdicts.judge", "grader.settings"]
+    "name",
+    [
+        "grader.reference",
+        "grader.reference.steps",
+        "grader.reference.backprop_ninja.rules",
+        "grader.verdicts.judge",
+        "grader.settings",
+    ],
 )
 def test_the_judge_and_the_answer_key_are_not_there(name):
     with pytest.raises(ModuleNotFoundError, match=name):

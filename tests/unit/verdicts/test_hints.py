@@ -7,14 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grader.exercise import network, spec
+from grader.exercise import spec
 from grader.exercise.compare import MISSING
+from grader.exercise.definitions.backprop_ninja import network
 from grader.exercise.verdict import compare_gradient
-from grader.reference import steps
+from grader.reference.backprop_ninja import rules
+from grader.reference.backprop_ninja.mistakes import catalogue as known_mistakes
 from grader.reference.inputs import dataset
 from grader.verdicts import hints
 from grader.verdicts.grading import NOTHING, decide, with_hint
-from grader.verdicts.mistakes import known_mistakes
 from grader.verdicts.outcomes import Outcome
 
 SEED = 4242
@@ -27,8 +28,8 @@ def lec(names_txt):
     ds = dataset(names_txt)
     params, g = network.init_params(seed=SEED, vocab_size=ds.vocab_size)
     Xb, Yb = network.draw_batch(ds.Xtr, ds.Ytr, g)
-    values, grads = steps.autograd_grads(params, Xb, Yb)
-    manual, branches = steps.manual_grads(values)
+    values, grads = rules.autograd_grads(params, Xb, Yb)
+    manual, branches = rules.manual_grads(values)
     return values, grads, manual, branches, Xb.shape[0]
 
 
@@ -117,7 +118,7 @@ def test_value_hint_all_zeros(lec):
 def test_value_hint_one_branch_only(lec, target):
     _, grads, _, branches, n = lec
     parts = branches[target]
-    assert len(parts) == 2 and set(parts) == set(steps.consumers(target))
+    assert len(parts) == 2 and set(parts) == set(spec.EXERCISE.consumers(target))
     for via, part in parts.items():
         other = next(o for o in parts if o != via)
         text = hints.value_hint("d" + target, part, grads[target], n=n, branches=parts)
@@ -180,7 +181,7 @@ def test_known_mistake_labels_say_what_is_wrong(lec):
 def dcsi(lec):
     """dcounts_sum_inv: its one parent is dprobs."""
     _, grads, manual, _, _ = lec
-    assert steps.consumers("counts_sum_inv") == ["probs"]
+    assert spec.EXERCISE.consumers("counts_sum_inv") == ["probs"]
     return spec.BY_GRADE_ID["ex1_dcounts_sum_inv"], grads["counts_sum_inv"], manual["counts_sum_inv"]
 
 

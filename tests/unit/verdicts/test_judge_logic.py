@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 
-from grader.exercise import network, spec
+from grader.exercise import spec
+from grader.exercise.definitions import backprop_ninja as lecture
 from grader.replay.client import launch_plain
 from grader.replay.results import expected_shapes, parse_frame
 from grader.replay.run import ReplayOutput
@@ -73,7 +74,7 @@ def test_exercise_4_keepdim_forgotten_still_counts(fresh):
     tensors = dict(runs["main"].tensors, **{"ex4/dbngain": fresh.ex4_reference["bngain"].reshape(-1).clone()})
     meta = dict(runs["main"].meta)
     runs["main"] = parse_frame(encode_frame(meta, tensors), "ok", expected_shapes(fresh))
-    assert tuple(runs["main"].tensors["ex4/dbngain"].shape) == (network.N_HIDDEN_TRAIN,)
+    assert tuple(runs["main"].tensors["ex4/dbngain"].shape) == (lecture.N_HIDDEN_TRAIN,)
     v = judge.all_verdicts(
         outcomes.collect(ReplayOutput(runs, 0.0), fresh), fresh, JudgeSettings(seed=JUDGE_SEED)
     )

@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 import torch
 
-from grader.exercise import network, spec
+from grader.exercise import spec
+from grader.exercise.definitions.backprop_ninja import network
 from grader.exercise.verdict import Verdict
 from grader.reference.inputs import dataset, fresh_inputs
 from grader.replay.results import expected_shapes, parse_frame

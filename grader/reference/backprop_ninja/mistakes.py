@@ -1,4 +1,5 @@
-"""Classic wrong rules, computed from the correct inputs, so a hint can name the mistake.
+"""Backprop Ninja's named mistakes: the lecture's classic wrong rules, computed from the correct
+inputs, so a hint can name the mistake (grader/reference/mistakes.py finds an exercise's).
 
 Keyed by the student's variable; each entry maps a hint to the value that mistake gives.
 """
@@ -9,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 
-def known_mistakes(name: str, values: dict, grads: dict) -> dict[str, torch.Tensor]:
+def catalogue(name: str, values: dict, grads: dict) -> dict[str, torch.Tensor]:
     """`values`: the forward values; `grads`: the correct gradients, by tensor name."""
     v, d = values, grads  # short names: the formulas below read like the lecture's
     n = v["Xb"].shape[0]

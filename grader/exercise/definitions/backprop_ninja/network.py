@@ -1,6 +1,6 @@
 """The lecture's network, as students see it: the data split, the initialisation, batches
 and exercise 4's forward pass (F.cross_entropy). No backward rule lives here: this folder
-is visible inside the sandbox, and the step rules are the answers (grader/reference/).
+is visible inside the sandbox, and the step rules are the answers (grader/reference/backprop_ninja/).
 
 The notebook's locked cells spell out the same code for students; a test runs both and
 checks they agree.
@@ -14,16 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .spec import (  # noqa: F401
-    BATCH_SIZE,
-    BLOCK_SIZE,
-    BN_EPS,
-    LEARNING_RATE,
-    LECTURE_SEED,
-    N_EMBD,
-    N_HIDDEN,
-    N_HIDDEN_TRAIN,
-)
+from . import BATCH_SIZE, BLOCK_SIZE, BN_EPS, LECTURE_SEED, N_EMBD, N_HIDDEN
 
 
 # ---------------------------------------------------------------- data
