@@ -47,7 +47,7 @@ def run(
     assignment: str = spec.ASSIGNMENT,
 ) -> dict:
     """Grade the class: on this machine's cores, or on a Dask cluster with `scheduler`."""
-    exercise = _exercise(course, assignment, scheduler)
+    exercise = _exercise(course, assignment)
     students = _students(course, exercise)
     summary: dict = {"students": {s: {"preflight": _preflight(course, s, exercise)} for s in students}}
     todo = _to_grade(course, students, exercise, force)
@@ -62,9 +62,7 @@ def run(
     progress.note(f"{len(todo)} to grade, {len(students) - len(todo)} graded before; {where}")
     try:
         if scheduler:
-            _on_cluster(
-                course, todo, students, scheduler=scheduler, extra=list(nbgrader_args), progress=progress
-            )
+            _on_cluster(course, exercise, todo, students, scheduler, list(nbgrader_args), progress)
         else:
             workers_mod.grade(
                 course,
@@ -85,15 +83,13 @@ def run(
     return summary
 
 
-def _exercise(course: Path, assignment: str, scheduler: str | None) -> GradedExercise:
+def _exercise(course: Path, assignment: str) -> GradedExercise:
     exercise = course_exercise(course, assignment)
     if exercise is None:
         raise BatchError(
             f"{assignment} is not an exercise the kit grades ({spec.ASSIGNMENT}, or one written by "
             f"`backprop-ninja new`): grade it with `nbgrader autograde {assignment}`"
         )
-    if scheduler and exercise is not spec.NINJA:
-        raise BatchError(f"{assignment}: a written exercise is graded on this machine's cores for now")
     return exercise
 
 
@@ -137,20 +133,28 @@ class BatchError(Exception):
 
 def _on_cluster(
     course: Path,
+    exercise: GradedExercise,
     todo: list[str],
     students: list[str],
-    *,
     scheduler: str,
     extra: list[str],
     progress: Progress,
 ) -> None:
     """The work on the cluster's workers; then one local pass records their notebooks."""
-    back = cluster.grade(course, todo, scheduler=scheduler, extra=extra, progress=progress)
+    back = cluster.grade(course, exercise, todo, scheduler=scheduler, extra=extra, progress=progress)
     logs = report_dir(course) / "autograde"
     progress.note(f"recording {len(back)} results in the gradebook")
     recorder = Progress(len(back), log=logs / "finish.log", quiet=True, stream=io.StringIO())
     workers_mod.grade(
-        course, back, students, workers=1, force=True, extra=cluster.FINISH, logs=logs, progress=recorder
+        course,
+        back,
+        students,
+        workers=1,
+        force=True,
+        extra=cluster.FINISH,
+        logs=logs,
+        progress=recorder,
+        exercise=exercise,
     )
     recorder.close()
 

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..exercise import spec
+from ..exercise.graded import GradedExercise
 from ..settings import CLUSTER_RETRIES, report_dir
 from . import remote
 from .bundles import pack, unpack
@@ -28,17 +28,29 @@ FINISH = [
 ]
 
 
-def common_files(course: Path) -> bytes:
-    return pack(course, ["nbgrader_config.py", f"source/{spec.ASSIGNMENT}", f"release/{spec.ASSIGNMENT}"])
+def common_files(course: Path, exercise: GradedExercise) -> bytes:
+    a = exercise.assignment  # its source carries a written exercise's definition and setup files
+    return pack(course, ["nbgrader_config.py", f"source/{a}", f"release/{a}"])
 
 
-def submission_files(course: Path, student: str) -> bytes:
+def submission_files(course: Path, student: str, exercise: GradedExercise) -> bytes:
     reports = report_dir(course).relative_to(course)
-    return pack(course, [f"submitted/{student}/{spec.ASSIGNMENT}", f"{reports}/intake/{student}.json"])
+    return pack(course, [f"submitted/{student}/{exercise.assignment}", f"{reports}/intake/{student}.json"])
+
+
+def assignment_of(exercise: GradedExercise) -> remote.Assignment:
+    """What a worker needs to know of the exercise: names only (its definition is in the files)."""
+    return remote.Assignment(exercise.assignment, exercise.notebook, exercise.records(Path()).name)
 
 
 def grade(
-    course: Path, students: list[str], *, scheduler: str, extra: list[str], progress: Progress
+    course: Path,
+    exercise: GradedExercise,
+    students: list[str],
+    *,
+    scheduler: str,
+    extra: list[str],
+    progress: Progress,
 ) -> list[str]:
     """Grade on the cluster; returns the students whose results came back, staged for the
     coordinator's recording pass (FINISH)."""
@@ -46,14 +58,16 @@ def grade(
 
     back = []
     with Client(scheduler) as client:
-        common = client.scatter(common_files(course), broadcast=True)
+        common = client.scatter(common_files(course, exercise), broadcast=True)
+        assignment = assignment_of(exercise)
         futures = {
             client.submit(
                 remote.grade_submission,
                 common,
-                submission_files(course, s),
+                submission_files(course, s, exercise),
                 s,
                 list(extra),
+                assignment,
                 key=f"backprop-ninja-{s}",
                 pure=False,
                 retries=CLUSTER_RETRIES,
@@ -63,7 +77,7 @@ def grade(
         for future in as_completed(futures):
             student = futures[future]
             try:
-                _stage(course, student, future.result())
+                _stage(course, student, future.result(), assignment)
             except Exception as e:  # a worker's failure costs its submission only
                 progress.failed(student, f"on the cluster: {type(e).__name__}: {str(e)[:300]}")
                 continue
@@ -72,12 +86,12 @@ def grade(
     return back
 
 
-def _stage(course: Path, student: str, result: bytes) -> None:
+def _stage(course: Path, student: str, result: bytes, assignment: remote.Assignment) -> None:
     """The worker's notebook to the staging folder, its replay record to the reports."""
     reports = report_dir(course)
     with tempfile.TemporaryDirectory() as tmp:
         unpack(result, Path(tmp))
-        nb = Path(tmp) / "autograded" / student / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+        nb = Path(tmp) / "autograded" / student / assignment.name / f"{assignment.notebook}.ipynb"
         if not nb.is_file():
             log = Path(tmp) / reports.relative_to(course) / "remote.log"
             tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
@@ -85,7 +99,7 @@ def _stage(course: Path, student: str, result: bytes) -> None:
         staged = reports / "remote" / student
         staged.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(nb, staged / nb.name)
-        record = Path(tmp) / reports.relative_to(course) / "replay" / f"{student}.json"
+        record = Path(tmp) / reports.relative_to(course) / assignment.records / f"{student}.json"
         if record.is_file():
-            (reports / "replay").mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(record, reports / "replay" / record.name)
+            (reports / assignment.records).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(record, reports / assignment.records / record.name)

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..exercise import spec
@@ -21,42 +22,54 @@ from ..settings import GRADEBOOK_LOCK_SECONDS, report_dir
 from .bundles import pack, unpack
 from .nbgrader_cli import run_nbgrader
 
-_courses: dict[str, Path] = {}
+
+@dataclass(frozen=True)
+class Assignment:
+    """The assignment a task grades: its name, its notebook, its judge's records folder."""
+
+    name: str = spec.ASSIGNMENT
+    notebook: str = spec.NOTEBOOK
+    records: str = "replay"
+
+
+_courses: dict[tuple[str, str], Path] = {}
 _lock = threading.Lock()  # one submission at a time per worker process: one core each
 
 
-def grade_submission(common: bytes, submission: bytes, student: str, nbgrader_args: list[str]) -> bytes:
+def grade_submission(
+    common: bytes, submission: bytes, student: str, nbgrader_args: list[str], assignment: Assignment
+) -> bytes:
     """The packed results of grading `student` (result_paths)."""
     with _lock:
-        course = _prepared(common)
+        course = _prepared(common, assignment.name)
         folder = course / "submitted" / student
         try:
             unpack(submission, course)
             done = _nbgrader(
-                course, "autograde", spec.ASSIGNMENT, "--force", f"--student={student}", *nbgrader_args
+                course, "autograde", assignment.name, "--force", f"--student={student}", *nbgrader_args
             )
             log = report_dir(course) / "remote.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(done.stdout[-200_000:])
-            return pack(course, result_paths(course, student))
+            return pack(course, result_paths(course, student, assignment.records))
         finally:
             for path in (folder, course / "autograded" / student):
                 shutil.rmtree(path, ignore_errors=True)
 
 
-def result_paths(course: Path, student: str) -> list[str]:
+def result_paths(course: Path, student: str, records: str) -> list[str]:
     reports = report_dir(course).relative_to(course)
-    return [f"autograded/{student}", f"{reports}/replay/{student}.json", f"{reports}/remote.log"]
+    return [f"autograded/{student}", f"{reports}/{records}/{student}.json", f"{reports}/remote.log"]
 
 
-def _prepared(common: bytes) -> Path:
+def _prepared(common: bytes, assignment: str) -> Path:
     """This worker's copy of the course: the instructor's files and a gradebook that knows the
     assignment (nbgrader needs it to autograde), made once per course and worker process."""
-    key = hashlib.sha256(common).hexdigest()
+    key = (hashlib.sha256(common).hexdigest(), assignment)
     if key not in _courses:
         course = Path(tempfile.mkdtemp(prefix="bn-remote-course-"))
         unpack(common, course)
-        made = _nbgrader(course, "generate_assignment", spec.ASSIGNMENT, "--force")
+        made = _nbgrader(course, "generate_assignment", assignment, "--force")
         if made.returncode != 0:
             raise RuntimeError(f"the worker could not prepare the course:\n{made.stdout[-3000:]}")
         _courses[key] = course

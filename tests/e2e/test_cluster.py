@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -12,15 +13,18 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
+from nbgrader.api import Gradebook
 
 from grader.exercise import spec
 from grader.incoming.submissions import write_submissions
 from grader.reference.backprop_ninja.samples import DEMO
 from grader.reports.scores import read_scores
 
-from conftest import nbgrader
+from conftest import ROOT, nbgrader
 from corpus import EXPECTED_ZEROS
+from tiny_exercise import TINY
 
 BIN = Path(sys.executable).parent
 
@@ -106,3 +110,42 @@ def test_a_class_graded_on_the_cluster(tmp_path, new_course, scheduler):
     nbgrader(course, "generate_feedback", "backprop_ninja", "--force")
     page = (course / "feedback" / "carol" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.html").read_text()
     assert "FAIL ex1_dcounts: 0/1 points" in page
+
+
+def test_a_written_exercise_graded_on_the_cluster(tmp_path, new_course, scheduler):
+    """An exercise written from its definition goes to the workers by its name: its source (the
+    definition in its metadata) with it, its records back in reports/replay-tiny/."""
+    course = new_course(tmp_path / "course")
+    made = _kit("new", str(ROOT / "tests" / "tiny_exercise.py"), str(course))
+    assert made.returncode == 0, made.stdout + made.stderr
+    nbgrader(course, "generate_assignment", "tiny", "--force")
+    release = nbformat.read(course / "release" / "tiny" / "tiny.ipynb", 4)
+    transposed = TINY.solution.replace("dW = X.T @ dlogits", "dW = dlogits.T @ X")
+    answers = {"right": TINY.solution, "transposed": transposed}
+    for student, answer in answers.items():
+        nb = nbformat.from_dict(release)
+        next(c for c in nb.cells if c.metadata["nbgrader"]["grade_id"] == "ex1_solution").source = answer
+        (course / "submitted" / student / "tiny").mkdir(parents=True)
+        nbformat.write(nb, course / "submitted" / student / "tiny" / "tiny.ipynb")
+    done = _kit("grade", str(course), "--assignment", "tiny", "--scheduler", scheduler, "--quiet")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        scores = {
+            s: {g.name: float(g.score) for g in gb.find_submission_notebook("tiny", "tiny", s).grades}
+            for s in answers
+        }
+    ex1 = [g.grade_id for g in TINY.gradients()]
+    assert scores == {
+        "right": {g: 1.0 for g in ex1},
+        "transposed": {g: 0.0 if g == "ex1_dW" else 1.0 for g in ex1},
+    }
+    records = course / "reports" / "replay-tiny"
+    assert sorted(p.stem for p in records.glob("*.json")) == ["right", "transposed"]
+    assert "transposed" in json.loads((records / "transposed.json").read_text())["verdicts"]["ex1_dW"]["hint"]
+    assert not (course / "reports" / "replay").exists()
+
+
+def _kit(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=1200
+    )

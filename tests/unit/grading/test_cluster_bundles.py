@@ -12,9 +12,13 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
-from grader.grading import cluster
+from grader.exercise import spec
+from grader.exercise.graded import GradedExercise
+from grader.grading import cluster, remote
 from grader.grading.bundles import pack, unpack
 from grader.preprocessors.use_remote_result import UseRemoteResult, staged_notebook
+
+from tiny_exercise import TINY
 
 
 def test_pack_and_unpack_round_trip(tmp_path):
@@ -51,7 +55,7 @@ def test_a_task_carries_one_submission_and_its_notes(tmp_path):
         (tmp_path / "submitted" / student / "backprop_ninja" / "backprop_ninja.ipynb").write_text("{}")
     (tmp_path / "reports" / "intake").mkdir(parents=True)
     (tmp_path / "reports" / "intake" / "alice.json").write_text("{}")
-    with tarfile.open(fileobj=io.BytesIO(cluster.submission_files(tmp_path, "alice"))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(cluster.submission_files(tmp_path, "alice", spec.NINJA))) as tar:
         names = tar.getnames()
     assert "submitted/alice/backprop_ninja/backprop_ninja.ipynb" in names
     assert "reports/intake/alice.json" in names
@@ -63,10 +67,40 @@ def test_the_common_files_are_the_instructors(tmp_path):
     (tmp_path / "source" / "backprop_ninja" / "names.txt").write_text("emma\n")
     (tmp_path / "nbgrader_config.py").write_text("c = get_config()\n")
     (tmp_path / "gradebook.db").write_text("not shipped")
-    with tarfile.open(fileobj=io.BytesIO(cluster.common_files(tmp_path))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(cluster.common_files(tmp_path, spec.NINJA))) as tar:
         names = set(tar.getnames())
     assert {"nbgrader_config.py", "source/backprop_ninja/names.txt"} <= names
     assert "gradebook.db" not in names
+
+
+def test_a_written_exercise_travels_with_its_own_names(tmp_path):
+    """A written exercise on the cluster: its source (the definition in its metadata, its setup's
+    files), its submissions, and its records back in reports/replay-<name>/."""
+    written = GradedExercise.written(TINY)
+    (tmp_path / "source" / "tiny").mkdir(parents=True)
+    (tmp_path / "source" / "tiny" / "tiny.ipynb").write_text("{}")
+    (tmp_path / "submitted" / "alice" / "tiny").mkdir(parents=True)
+    (tmp_path / "submitted" / "alice" / "tiny" / "tiny.ipynb").write_text("{}")
+    with tarfile.open(fileobj=io.BytesIO(cluster.common_files(tmp_path, written))) as tar:
+        assert "source/tiny/tiny.ipynb" in tar.getnames()
+    with tarfile.open(fileobj=io.BytesIO(cluster.submission_files(tmp_path, "alice", written))) as tar:
+        assert "submitted/alice/tiny/tiny.ipynb" in tar.getnames()
+    assignment = cluster.assignment_of(written)
+    assert assignment == remote.Assignment("tiny", "tiny", "replay-tiny")
+    assert cluster.assignment_of(spec.NINJA) == remote.Assignment()  # the kit's own: replay/
+    worker = tmp_path / "worker"
+    (worker / "autograded" / "alice" / "tiny").mkdir(parents=True)
+    nbformat.write(new_notebook(), worker / "autograded" / "alice" / "tiny" / "tiny.ipynb")
+    (worker / "reports" / "replay-tiny").mkdir(parents=True)
+    (worker / "reports" / "replay-tiny" / "alice.json").write_text('{"student": "alice"}')
+    course = tmp_path / "course"
+    course.mkdir()
+    cluster._stage(
+        course, "alice", pack(worker, remote.result_paths(worker, "alice", "replay-tiny")), assignment
+    )
+    assert (course / "reports" / "replay-tiny" / "alice.json").read_text() == '{"student": "alice"}'
+    assert staged_notebook(course, "alice", "tiny").is_file()
+    assert not (course / "reports" / "replay").exists()
 
 
 def test_the_finishing_pass_records_the_workers_notebook(tmp_path):
