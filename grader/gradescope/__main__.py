@@ -1,5 +1,5 @@
-"""`backprop-ninja gradescope build OUT.zip [--course DIR] [--visibility V] [--allow-unsandboxed]`:
-the autograder zip.
+"""`backprop-ninja gradescope build OUT.zip [--course DIR] [--assignment NAME] [--visibility V]
+[--allow-unsandboxed]`: the autograder zip.
 `... prepare --source DIR` and `... run [--root DIR]`: on Gradescope, where setup.sh and
 run_autograder call them as `python3 -m grader.gradescope ...` (scripts.py)."""
 
@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..exercise import spec
 from . import build, course, results, run
 
 
@@ -19,6 +20,11 @@ def main(argv: list[str]) -> int:
     b = sub.add_parser("build", help="write the zip to upload as the Gradescope autograder")
     b.add_argument("out", type=Path)
     b.add_argument("--course", type=Path, default=Path("."), help="the course folder (default: .)")
+    b.add_argument(
+        "--assignment",
+        default=spec.ASSIGNMENT,
+        help=f"the assignment it grades: {spec.ASSIGNMENT} (default) or one written by `backprop-ninja new`",
+    )
     b.add_argument("--visibility", choices=results.VISIBILITIES, default="visible", help="of each test")
     b.add_argument(
         "--allow-unsandboxed",
@@ -32,17 +38,22 @@ def main(argv: list[str]) -> int:
     r.add_argument("--root", type=Path, default=Path(os.environ.get("AUTOGRADER_ROOT") or run.DEFAULT_ROOT))
     args = ap.parse_args(argv)
     if args.command == "build":
-        out = build.build(
-            out=args.out,
-            course=args.course,
-            visibility=args.visibility,
-            allow_unsandboxed=args.allow_unsandboxed,
-        )
+        try:
+            out = build.build(
+                out=args.out,
+                course=args.course,
+                assignment=args.assignment,
+                visibility=args.visibility,
+                allow_unsandboxed=args.allow_unsandboxed,
+            )
+        except build.BuildError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MB): upload it as the Gradescope autograder")
         if args.allow_unsandboxed:
             print("WARNING: this zip grades WITHOUT a sandbox where bubblewrap cannot start", file=sys.stderr)
     elif args.command == "prepare":
-        course.prepare(args.source.resolve() / "course")
+        course.prepare_zip(args.source.resolve())
     else:
         run.run(root=args.root.resolve())
     return 0

@@ -1,5 +1,6 @@
-"""`backprop-ninja gradescope build OUT.zip`: the zip a course uploads as its Gradescope
-autograder. Gradescope extracts it into /autograder/source:
+"""`backprop-ninja gradescope build OUT.zip [--assignment NAME]`: the zip a course uploads as
+its Gradescope autograder, for one assignment the kit grades (Backprop Ninja by default, or an
+exercise written by `backprop-ninja new`). Gradescope extracts it into /autograder/source:
 
     setup.sh, run_autograder    at the top, as Gradescope requires (scripts.py)
     requirements.txt            the versions of this virtualenv, pinned (the same judge, the same scores),
@@ -7,10 +8,11 @@ autograder. Gradescope extracts it into /autograder/source:
     requirements-torch.txt      torch's CPU build, from PyTorch's index, installed first
     gradescope.json             the run's settings (visibility of the tests, the build's Python and
                                 the Pythons the requirements are written for, which packages each
-                                cannot take at the build's version, whether to grade when the
-                                sandbox cannot start: no, by default)
+                                cannot take at the build's version, the assignment, whether to
+                                grade when the sandbox cannot start: no, by default)
     kit/                        pyproject.toml and the grader package
-    course/                     nbgrader_config.py and source/ (the instructor notebook, names.txt)
+    course/                     nbgrader_config.py and source/ (the instructor notebook, and the
+                                files the assignment's setup reads: names.txt)
 
 The zip is the instructor's (it holds the solutions, as source/ does); never in it: the
 virtualenv, the instructor's gradebook, anyone's submissions or grades.
@@ -27,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exercise import spec
+from ..exercise.graded import GradedExercise
+from ..preprocessors.scope import course_exercise
 from . import requirements, scripts
 from .requirements import Pin
 
@@ -58,21 +62,48 @@ class Plan:
         return [e.name for e in self.entries]
 
 
-def find_names_txt(course: Path) -> Path:
-    """The course's own names.txt, or else NAMES_TXT's (as `make data` would use)."""
-    for candidate in (course / "source" / spec.ASSIGNMENT / "names.txt", os.environ.get("NAMES_TXT")):
+class BuildError(ValueError):
+    """The zip cannot be built as asked (an assignment the kit does not grade, a missing file)."""
+
+
+def find_exercise(course: Path, assignment: str) -> GradedExercise:
+    exercise = course_exercise(course, assignment)
+    if exercise is None:
+        raise BuildError(
+            f"{assignment} is not an exercise the kit grades in {course / 'source'} "
+            f"({spec.ASSIGNMENT}, or one written by `backprop-ninja new`)"
+        )
+    return exercise
+
+
+def data_files(exercise: GradedExercise) -> tuple[str, ...]:
+    """What the exercise's setup reads beside its notebook: a written exercise's definition
+    lists them; Backprop Ninja's notebook reads names.txt."""
+    return exercise.definition.files or (("names.txt",) if exercise is spec.NINJA else ())
+
+
+def find_data(course: Path, assignment: str, name: str) -> Path:
+    """The course's own copy of a data file; names.txt else NAMES_TXT's (as `make data` would use)."""
+    candidates = [course / "source" / assignment / name]
+    if name == "names.txt":
+        candidates.append(os.environ.get("NAMES_TXT"))
+    for candidate in candidates:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
-    raise FileNotFoundError(
-        f"no names.txt in {course / 'source' / spec.ASSIGNMENT} and NAMES_TXT is not set: run `make data`"
-    )
+    if name == "names.txt":
+        raise BuildError(
+            f"no names.txt in {course / 'source' / assignment} and NAMES_TXT is not set: run `make data`"
+        )
+    raise BuildError(f"no {name} in {course / 'source' / assignment}: {assignment}'s setup reads it")
 
 
-def _tree(folder: Path, prefix: str, *, skip_names: tuple[str, ...] = ()) -> list[Entry]:
+def _tree(
+    folder: Path, prefix: str, *, skip_names: tuple[str, ...] = (), skip: frozenset = frozenset()
+) -> list[Entry]:
     out = []
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder)
-        if path.is_symlink() or not path.is_file() or path.name in skip_names:
+        if path.is_symlink() or not path.is_file() or path.name in skip_names or path in skip:
             continue
         if SKIPPED_PARTS & set(rel.parts) or path.suffix in SKIPPED_SUFFIXES:
             continue
@@ -83,21 +114,26 @@ def _tree(folder: Path, prefix: str, *, skip_names: tuple[str, ...] = ()) -> lis
 def plan(
     *,
     course: Path,
+    assignment: str = spec.ASSIGNMENT,
     visibility: str = "visible",
     pins: list[Pin] | None = None,
     allow_unsandboxed: bool = False,
 ) -> Plan:
-    """Every file of the zip, in order; nothing is read yet but names.txt's location.
-    `allow_unsandboxed`: grade where bubblewrap cannot start (run.py), else refuse."""
+    """Every file of the zip, in order; nothing is read yet but the exercise (a written one's
+    source notebook) and its data files' locations. `allow_unsandboxed`: grade where bubblewrap
+    cannot start (run.py), else refuse."""
     kit_root = PACKAGE.parent
     course_source = course / "source"
+    exercise = find_exercise(course, assignment)
+    # found before anything is packed: a missing file fails the build, not every submission
+    data = {name: find_data(course, exercise.assignment, name) for name in data_files(exercise)}
     pins = pins or requirements.installed_pins()
     settings = {
         "visibility": visibility,
         "python": platform.python_version(),
         "pythons": list(requirements.PYTHONS),
         "not_exact": requirements.not_exact(pins),  # for setup.sh's same_python.py
-        "assignment": spec.ASSIGNMENT,
+        "assignment": exercise.assignment,
         "allow_unsandboxed": allow_unsandboxed,
     }
     entries = [
@@ -109,8 +145,14 @@ def plan(
         Entry("kit/pyproject.toml", source=kit_root / "pyproject.toml"),
         *_tree(PACKAGE, "kit/grader"),
         Entry("course/nbgrader_config.py", source=course / "nbgrader_config.py"),
-        *_tree(course_source, "course/source", skip_names=("names.txt",)),
-        Entry(f"course/source/{spec.ASSIGNMENT}/names.txt", source=find_names_txt(course)),
+        # names.txt is data, not source: only the assignment's own goes in, with its other files
+        *_tree(
+            course_source,
+            "course/source",
+            skip_names=("names.txt",),
+            skip=frozenset(course_source / exercise.assignment / name for name in data),
+        ),
+        *(Entry(f"course/source/{exercise.assignment}/{name}", source=path) for name, path in data.items()),
     ]
     return Plan(entries)
 
@@ -128,6 +170,18 @@ def write_zip(the_plan: Plan, out: Path) -> Path:
     return out
 
 
-def build(*, out: Path, course: Path, visibility: str = "visible", allow_unsandboxed: bool = False) -> Path:
-    the_plan = plan(course=course.resolve(), visibility=visibility, allow_unsandboxed=allow_unsandboxed)
+def build(
+    *,
+    out: Path,
+    course: Path,
+    assignment: str = spec.ASSIGNMENT,
+    visibility: str = "visible",
+    allow_unsandboxed: bool = False,
+) -> Path:
+    the_plan = plan(
+        course=course.resolve(),
+        assignment=assignment,
+        visibility=visibility,
+        allow_unsandboxed=allow_unsandboxed,
+    )
     return write_zip(the_plan, out)

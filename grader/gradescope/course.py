@@ -2,6 +2,8 @@
 (course/: nbgrader_config.py, source/) is prepared once (release/ and an empty gradebook),
 then each submission is graded in a throw-away copy of it by `nbgrader autograde`, with
 the kit's configuration: the same preprocessors, the same judge, the same scores.
+The assignment is the one the zip was built for (gradescope.json's "assignment"): Backprop
+Ninja or an exercise written by `backprop-ninja new`, as its GradedExercise says.
 """
 
 from __future__ import annotations
@@ -15,12 +17,35 @@ from pathlib import Path
 
 from ..confine.probe import refused_reason
 from ..exercise import spec
+from ..exercise.graded import GradedExercise
 from ..grading.nbgrader_cli import run_nbgrader
 from ..incoming import intake
 from ..incoming.preflight import check_submission
+from ..preprocessors.scope import course_exercise
 from ..preprocessors.unsandboxed import ALLOW_FLAG
 from ..reports.scores import read_scores
 from ..settings import AUTOGRADE_SECONDS, report_dir
+
+SETTINGS = "gradescope.json"  # beside course/ in the zip (build.py)
+
+
+def read_settings(source: Path) -> dict:
+    """The zip's settings; none (every default) where they cannot be read."""
+    try:
+        settings = json.loads((source / SETTINGS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def zip_exercise(template: Path, settings: dict) -> GradedExercise:
+    """The exercise the zip grades, found in its course as the batch finds it; a zip built
+    before it named one grades Backprop Ninja, as it always did."""
+    assignment = settings.get("assignment") or spec.ASSIGNMENT
+    exercise = course_exercise(template, assignment)
+    if exercise is None:
+        raise RuntimeError(f"{assignment} is not an exercise the kit grades in {template / 'source'}")
+    return exercise
 
 
 def _db_url(course: Path) -> str:
@@ -46,17 +71,23 @@ def nbgrader(course: Path, *args: str, log: Path | None = None) -> subprocess.Co
     return proc
 
 
-def release_notebook(course: Path) -> Path:
-    return course / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+def release_notebook(course: Path, exercise: GradedExercise) -> Path:
+    return course / "release" / exercise.assignment / f"{exercise.notebook}.ipynb"
 
 
-def prepare(course: Path) -> None:
+def prepare(course: Path, exercise: GradedExercise) -> None:
     """release/ and a gradebook that knows the assignment (setup.sh; else the first run)."""
-    if release_notebook(course).is_file() and (course / "gradebook.db").is_file():
+    if release_notebook(course, exercise).is_file() and (course / "gradebook.db").is_file():
         return
-    proc = nbgrader(course, "generate_assignment", spec.ASSIGNMENT, "--force")
+    proc = nbgrader(course, "generate_assignment", exercise.assignment, "--force")
     if proc.returncode != 0:
         raise RuntimeError(f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}")
+
+
+def prepare_zip(source: Path) -> None:
+    """setup.sh's step: the course of the zip extracted at `source`, for the zip's exercise."""
+    template = source / "course"
+    prepare(template, zip_exercise(template, read_settings(source)))
 
 
 class SandboxRefused(RuntimeError):
@@ -83,29 +114,37 @@ def _copy_course(template: Path, work: Path) -> None:
 
 
 def autograde(
-    *, template: Path, work: Path, student: str, notebook: Path, allow_unsandboxed: bool = False
+    *,
+    template: Path,
+    work: Path,
+    student: str,
+    notebook: Path,
+    exercise: GradedExercise,
+    allow_unsandboxed: bool = False,
 ) -> Graded:
-    """Grade `notebook` as `student`'s in a copy of the prepared course at `work`; without
-    bubblewrap only if `allow_unsandboxed` (else SandboxRefused, as nbgrader refuses)."""
-    prepare(template)
+    """Grade `notebook` as `student`'s submission of `exercise` in a copy of the prepared course
+    at `work`; without bubblewrap only if `allow_unsandboxed` (else SandboxRefused, as nbgrader
+    refuses)."""
+    prepare(template, exercise)
     _copy_course(template, work)
-    folder = work / "submitted" / student / spec.ASSIGNMENT
+    folder = work / "submitted" / student / exercise.assignment
     folder.mkdir(parents=True)
-    shutil.copyfile(notebook, folder / f"{spec.NOTEBOOK}.ipynb", follow_symlinks=False)
+    shutil.copyfile(notebook, folder / f"{exercise.notebook}.ipynb", follow_symlinks=False)
     # as `backprop-ninja grade` does before nbgrader: an unreadable file is graded as the empty assignment
-    notes = check_submission(folder, spec.NOTEBOOK, release_notebook(work)).notes
-    intake.save_notes(work, student, notes)
+    notes = check_submission(folder, exercise.notebook, release_notebook(work, exercise)).notes
+    if exercise is spec.NINJA:  # as the batch: the rebuild's notes bound to its notebook; any's go to results
+        intake.save_notes(work, student, notes)
     proc = nbgrader(
         work,
         "autograde",
-        spec.ASSIGNMENT,
+        exercise.assignment,
         "--force",
         f"--student={student}",
         *([ALLOW_FLAG] if allow_unsandboxed else []),
         log=report_dir(work) / "nbgrader.log",
     )
-    record_path = report_dir(work) / "replay" / f"{student}.json"
-    found = [s for s in read_scores(_db_url(work)) if s.student == student]
+    record_path = exercise.records(report_dir(work)) / f"{student}.json"
+    found = [s for s in read_scores(_db_url(work), exercise) if s.student == student]
     if proc.returncode != 0 and (refused := refused_reason(proc.stdout + proc.stderr)):
         raise SandboxRefused(refused)
     if proc.returncode != 0 or not found or not record_path.is_file():

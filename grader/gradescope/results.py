@@ -1,5 +1,6 @@
 """Gradescope's results.json: one test per graded cell, from the gradebook's scores and the
-judge's record (reports/replay/<student>.json), in the order of the exercise's spec.
+judge's record (the exercise's records: reports/replay/<student>.json for Backprop Ninja), in
+the order of the exercise's graded cells.
 
 Format: https://gradescope-autograders.readthedocs.io/en/latest/specs/ (top-level score,
 execution_time, output, tests[] of name, score, max_score, output, visibility, status).
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..exercise import spec
+from ..exercise.graded import GradedExercise
 
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 
@@ -53,9 +55,8 @@ class Results:
         }
 
 
-def verdict_output(grade_id: str, score: float, verdict: dict | None) -> str:
+def verdict_output(grade_id: str, score: float, points: float, verdict: dict | None) -> str:
     """What the kit's feedback shows for a cell: PASS/FAIL, the judge's lines, the hint."""
-    points = spec.BY_GRADE_ID[grade_id].points
     if verdict is None:
         return f"{grade_id}: {score:g}/{points:g} points (no verdict was recorded for this cell)"
     mark = "PASS" if score == points else "FAIL"
@@ -67,32 +68,34 @@ def verdict_output(grade_id: str, score: float, verdict: dict | None) -> str:
     return "\n".join(lines)
 
 
+def title(exercise: GradedExercise) -> str:
+    """The summary's name of the exercise: its definition's title (Backprop Ninja's has none)."""
+    return exercise.definition.title or ("Backprop Ninja" if exercise is spec.NINJA else exercise.assignment)
+
+
 def graded(
     *,
     scores: dict[str, float],
     record: dict,
     notes: list[str],
+    exercise: GradedExercise,
     visibility: str = "visible",
     execution_time: float = 0.0,
 ) -> Results:
-    """Results of a graded submission: `scores` are the gradebook's, by grade id."""
+    """Results of a graded submission of `exercise`: `scores` are the gradebook's, by grade id."""
     verdicts = record.get("verdicts", {})
-    tests = [
-        Test(
-            name=g.grade_id,
-            score=float(scores.get(g.grade_id, 0.0)),
-            max_score=float(g.points),
-            output=verdict_output(g.grade_id, float(scores.get(g.grade_id, 0.0)), verdicts.get(g.grade_id)),
-            visibility=visibility,
-        )
-        for g in spec.GRADED
-    ]
+    tests = []
+    for g in exercise.graded:
+        score = float(scores.get(g.grade_id, 0.0))
+        output = verdict_output(g.grade_id, score, g.points, verdicts.get(g.grade_id))
+        tests.append(Test(g.grade_id, score, float(g.points), output, visibility))
     total = sum(t.score for t in tests)
-    summary = [f"Backprop Ninja: {total:g}/{spec.total_points():g} points"]
+    summary = [f"{title(exercise)}: {total:g}/{exercise.total_points():g} points"]
+    # the exercises it has: a written one has no training check, often no exercise 4
     summary += [
-        f"exercise {ex}: {sum(t.score for t in tests if spec.BY_GRADE_ID[t.name].exercise == ex):g}"
-        f"/{spec.exercise_points(ex):g}"
-        for ex in (1, 2, 3, 4)
+        f"exercise {ex}: {sum(t.score for t in tests if exercise.by_grade_id[t.name].exercise == ex):g}"
+        f"/{exercise.exercise_points(ex):g}"
+        for ex in exercise.exercises
     ]
     summary += [f"Note: {n}" for n in notes]
     # the flags: each sign with its kind and grade ids (grader/verdicts/flags.py), for staff

@@ -18,7 +18,6 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..exercise import spec
 from ..verdicts.flags import Flag
 from . import course as course_mod
 from . import results, sandboxing
@@ -58,10 +57,7 @@ class Layout:
         return self.root / "grading"  # thrown away with the container; kept for a look meanwhile
 
     def settings(self) -> dict:
-        try:
-            return json.loads((self.source / "gradescope.json").read_text())
-        except (OSError, ValueError):
-            return {}
+        return course_mod.read_settings(self.source)
 
 
 def student_id(metadata: Path) -> tuple[str, str | None]:
@@ -80,9 +76,10 @@ def student_id(metadata: Path) -> tuple[str, str | None]:
     return ids[0], None
 
 
-def find_notebook(submission: Path) -> tuple[Path | None, str | None]:
-    """backprop_ninja.ipynb if submitted (at the top first), else the only notebook; else why not."""
-    wanted = f"{spec.NOTEBOOK}.ipynb"
+def find_notebook(submission: Path, notebook: str) -> tuple[Path | None, str | None]:
+    """NOTEBOOK.ipynb (the assignment's) if submitted, at the top first, else the only notebook;
+    else why not."""
+    wanted = f"{notebook}.ipynb"
     found = sorted(
         (
             p
@@ -104,7 +101,8 @@ def find_notebook(submission: Path) -> tuple[Path | None, str | None]:
 
 def grade(layout: Layout, *, started: float) -> results.Results:
     settings = layout.settings()
-    notebook, why = find_notebook(layout.submission)
+    exercise = course_mod.zip_exercise(layout.template, settings)
+    notebook, why = find_notebook(layout.submission, exercise.notebook)
     if notebook is None:
         return results.not_graded(why, execution_time=time.monotonic() - started)
     unsandboxed, refusal = sandboxing.decide(settings)
@@ -121,19 +119,21 @@ def grade(layout: Layout, *, started: float) -> results.Results:
             work=layout.work,
             student=student,
             notebook=notebook,
+            exercise=exercise,
             allow_unsandboxed=bool(unsandboxed),
         )
     except course_mod.SandboxRefused as e:  # it failed in nbgrader, not here: the same refusal
         print(f"NOT GRADED: the sandbox could not start ({e.reason})", flush=True)
         return results.refused(e.reason, execution_time=time.monotonic() - started)
     notes = list(done.notes)
-    if notebook.name != f"{spec.NOTEBOOK}.ipynb":
-        notes.append(f"your notebook {notebook.name} was graded as {spec.NOTEBOOK}.ipynb")
+    if notebook.name != f"{exercise.notebook}.ipynb":
+        notes.append(f"your notebook {notebook.name} was graded as {exercise.notebook}.ipynb")
     _log(done.record, note)
     out = results.graded(
         scores=done.scores,
         record=done.record,
         notes=notes,
+        exercise=exercise,
         visibility=settings.get("visibility", "visible"),
         execution_time=time.monotonic() - started,
     )

@@ -1,7 +1,9 @@
 """The Gradescope autograder end to end, without Gradescope: the built zip extracted into a
 temp AUTOGRADER_ROOT laid out as Gradescope does, setup.sh (installation skipped: the
 virtualenv has the requirements), then run_autograder on corpus notebooks. Its results.json
-must give the scores nbgrader gives the same notebook for the same student.
+must give the scores nbgrader gives the same notebook for the same student. And a written
+exercise's zip (`gradescope build --assignment gpt_block` for the GPT block that `backprop-ninja
+new` put in a course): the instructor's answers get every point, a wrong one loses its own.
 
 And a real install (issue 20), for each Python of Gradescope's images and the build's, where
 this machine has that Python and torch's CPU build for it (PyTorch's CPU index, or a wheel on
@@ -20,6 +22,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import nbformat
 import pytest
 from unit.gradescope.gradescope_pythons import find_python
 
@@ -31,6 +34,8 @@ from grader.reports.scores import read_scores
 
 from conftest import VENV_BIN, nbgrader
 from corpus import CORPUS
+from gpt_corpus import CASES as GPT_CASES
+from gpt_corpus import GPT, expected_scores
 
 ALL = [g.grade_id for g in spec.GRADED]
 # corpus case -> Gradescope user id (the seed comes from it, as from an nbgrader student id)
@@ -71,9 +76,14 @@ def source(tmp_path_factory, course):
     zip_path = build.build(
         out=tmp / "dist" / "gradescope_autograder.zip", course=course, allow_unsandboxed=unsandboxed_allowed()
     )
-    src = tmp / "autograder" / "source"
+    return _setup(zip_path, tmp / "autograder")
+
+
+def _setup(zip_path, root):
+    """The zip extracted under `root` as Gradescope does, and its setup.sh run (no install)."""
+    src = root / "source"
     _extract(zip_path, src)
-    env = dict(_env(tmp / "autograder"), **{scripts.SKIP_INSTALL: "1"})
+    env = dict(_env(root), **{scripts.SKIP_INSTALL: "1"})
     proc = subprocess.run(
         [str(src / "setup.sh")], cwd=src, env=env, capture_output=True, text=True, timeout=600
     )
@@ -136,6 +146,84 @@ def test_no_notebook_is_zero_with_a_reason(source, tmp_path):
     assert got["score"] == 0.0 and got["tests"] == []
     assert "no notebook" in got["output"]
     assert seconds < 60
+
+
+# the GPT block's corpus case -> Gradescope user id: right, and one gradient wrong (its consumers
+# keep their points: carried credit)
+GPT_USERS = {"g01_right": 5101, "g05_attention_key_untransposed": 5102}
+
+
+def _kit(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """`backprop-ninja ARGS...` as the instructor runs it."""
+    env = dict(os.environ, PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", **env)
+    done = subprocess.run(
+        [str(VENV_BIN / "backprop-ninja"), *args], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def gpt_source(tmp_path_factory, names_txt):
+    """The GPT block written into a course of its own by `new`, its zip built by the command
+    line for that assignment, extracted and set up."""
+    tmp = tmp_path_factory.mktemp("gs-gpt")
+    _kit("new", "gpt_block", str(tmp / "course"), NAMES_TXT=str(names_txt))
+    unsandboxed = ["--allow-unsandboxed"] if unsandboxed_allowed() else []
+    zip_path = tmp / "gpt.zip"
+    _kit(
+        "gradescope",
+        "build",
+        str(zip_path),
+        "--course",
+        str(tmp / "course"),
+        "--assignment",
+        "gpt_block",
+        *unsandboxed,
+    )
+    with zipfile.ZipFile(zip_path) as zf:
+        assert json.loads(zf.read("gradescope.json"))["assignment"] == "gpt_block"
+        assert zf.read("course/source/gpt_block/names.txt") == names_txt.read_bytes()  # its setup reads it
+    return _setup(zip_path, tmp / "autograder")
+
+
+@pytest.mark.parametrize("student", sorted(GPT_USERS))
+def test_a_written_exercises_zip_grades_it(gpt_source, tmp_path, student):
+    case = next(c for c in GPT_CASES if c.student == student)
+    nb = nbformat.read(gpt_source / "course" / "release" / "gpt_block" / "gpt_block.ipynb", 4)
+    answers = case.answers()
+    for cell in nb.cells:
+        cell.source = answers.get(cell.metadata["nbgrader"]["grade_id"], cell.source)
+    nbformat.write(nb, tmp_path / "submitted.ipynb")
+    got, stdout, seconds = _autograde(
+        gpt_source,
+        tmp_path,
+        notebook=tmp_path / "submitted.ipynb",
+        name="my gpt.ipynb",
+        user=GPT_USERS[student],
+    )
+    print(f"{student}: run_autograder took {seconds:.1f} s")
+    expected = expected_scores(case)
+    assert [t["name"] for t in got["tests"]] == [g.grade_id for g in GPT.gradients()]
+    assert {t["name"]: t["score"] for t in got["tests"]} == expected
+    assert {t["name"]: t["max_score"] for t in got["tests"]} == {
+        g.grade_id: g.points for g in GPT.gradients()
+    }
+    lost = {t["name"]: t["max_score"] - t["score"] for t in got["tests"] if t["score"] < t["max_score"]}
+    assert lost == {gid: 1.0 for gid in case.zeros}  # ex1_dk alone: dln1 and dWk keep theirs
+    total = sum(expected.values())
+    assert got["score"] == total == 63 - len(case.zeros)
+    summary = got["output"].splitlines()
+    assert summary[:4] == [
+        f"A GPT block, backpropagated by hand: {total:g}/63 points",
+        f"exercise 1: {total - 4:g}/59",
+        "exercise 2: 2/2",
+        "exercise 3: 2/2",
+    ]
+    assert "exercise 4" not in got["output"] and "graded as gpt_block.ipynb" in got["output"]
+    for gid in case.zeros:
+        assert next(t for t in got["tests"] if t["name"] == gid)["output"].startswith(f"FAIL {gid}: 0/1")
+    assert got["extra_data"]["problems"] == [] and f"seed {got['extra_data']['seed']}" in stdout
 
 
 def _cpu_torch_for(minor: str, torch_txt: str) -> bool:

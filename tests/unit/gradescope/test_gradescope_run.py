@@ -1,11 +1,14 @@
-"""run_autograder's choices before any grading: which notebook, which student, and a
-results.json with a reason when there is nothing to grade."""
+"""run_autograder's choices before any grading: which notebook (the zip's exercise's), which
+student, and a results.json with a reason when there is nothing to grade."""
 
 from __future__ import annotations
 
 import json
 
+from grader.exercise import spec
 from grader.gradescope import run
+
+NOTEBOOK = spec.NOTEBOOK
 
 
 def _meta(tmp_path, users):
@@ -38,28 +41,38 @@ def test_the_named_notebook_wins(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "backprop_ninja.ipynb").write_text("{}")
     (tmp_path / "scratch.ipynb").write_text("{}")
-    assert run.find_notebook(tmp_path) == (tmp_path / "sub" / "backprop_ninja.ipynb", None)
+    assert run.find_notebook(tmp_path, NOTEBOOK) == (tmp_path / "sub" / "backprop_ninja.ipynb", None)
+
+
+def test_the_zips_exercise_names_the_notebook(tmp_path):
+    (tmp_path / "backprop_ninja.ipynb").write_text("{}")
+    (tmp_path / "gpt_block.ipynb").write_text("{}")
+    assert run.find_notebook(tmp_path, "gpt_block") == (tmp_path / "gpt_block.ipynb", None)
+    (tmp_path / "gpt_block.ipynb").unlink()
+    assert run.find_notebook(tmp_path, "gpt_block") == (tmp_path / "backprop_ninja.ipynb", None)
+    (tmp_path / "x.ipynb").write_text("{}")
+    assert "none is named gpt_block.ipynb" in run.find_notebook(tmp_path, "gpt_block")[1]
 
 
 def test_the_only_notebook_is_taken_whatever_its_name(tmp_path):
     (tmp_path / "My Work (1).ipynb").write_text("{}")
     (tmp_path / ".ipynb_checkpoints").mkdir()
     (tmp_path / ".ipynb_checkpoints" / "old.ipynb").write_text("{}")
-    assert run.find_notebook(tmp_path) == (tmp_path / "My Work (1).ipynb", None)
+    assert run.find_notebook(tmp_path, NOTEBOOK) == (tmp_path / "My Work (1).ipynb", None)
 
 
 def test_none_or_several_unnamed_notebooks_say_why(tmp_path):
-    nb, why = run.find_notebook(tmp_path)
+    nb, why = run.find_notebook(tmp_path, NOTEBOOK)
     assert nb is None and "no notebook" in why
     (tmp_path / "a.ipynb").write_text("{}")
     (tmp_path / "b.ipynb").write_text("{}")
-    nb, why = run.find_notebook(tmp_path)
+    nb, why = run.find_notebook(tmp_path, NOTEBOOK)
     assert nb is None and "a.ipynb, b.ipynb" in why and "backprop_ninja.ipynb" in why
 
 
 def test_a_link_is_not_a_submission(tmp_path):
     (tmp_path / "backprop_ninja.ipynb").symlink_to("/etc/passwd")
-    assert run.find_notebook(tmp_path)[0] is None
+    assert run.find_notebook(tmp_path, NOTEBOOK)[0] is None
 
 
 def test_nothing_to_grade_still_writes_results(tmp_path):
@@ -79,6 +92,17 @@ def test_a_failing_grader_still_writes_results(tmp_path, capsys):
     data = json.loads((tmp_path / "results" / "results.json").read_text())
     assert data["score"] == 0.0 and "autograder failed" in data["output"]
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_zip_for_an_assignment_its_course_lacks_fails_for_staff(tmp_path, capsys):
+    (tmp_path / "source" / "course" / "source").mkdir(parents=True)
+    (tmp_path / "source" / "gradescope.json").write_text(json.dumps({"assignment": "tiny"}))
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / "tiny.ipynb").write_text("{}")
+    run.run(root=tmp_path)
+    data = json.loads((tmp_path / "results" / "results.json").read_text())
+    assert data["score"] == 0.0 and "autograder failed" in data["output"]
+    assert "tiny is not an exercise the kit grades" in capsys.readouterr().err
 
 
 def test_the_staff_log_has_one_line_per_flag(capsys):
