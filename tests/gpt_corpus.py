@@ -10,9 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader.authoring.notebook import training_answer
 from grader.exercise.definitions.gpt_block import GPT_BLOCK as GPT
+from grader.exercise.graded import GradedExercise
 
-ANSWERS = {"ex1_solution": GPT.solution, **{f"ex{g.exercise}_solution": g.solution for g in GPT.in_one_go}}
+WRITTEN = GradedExercise.written(GPT)
+# exercise 4's answer as a student writes it: the instructor's manual_backward, without the markers
+MANUAL_BACKWARD = "".join(
+    line for line in training_answer(GPT).splitlines(keepends=True) if "### " not in line
+)
+ANSWERS = {
+    "ex1_solution": GPT.solution,
+    **{f"ex{g.exercise}_solution": g.solution for g in GPT.in_one_go},
+    "ex4_solution": MANUAL_BACKWARD,
+}
 EX1 = [g.grade_id for g in GPT.gradients() if g.exercise == 1]
 
 
@@ -125,8 +136,26 @@ CASES = [
         {"ex1_solution": [(GPT.solution, "raise NotImplementedError()")]},
         frozenset(EX1),
     ),
+    Case(
+        "g13_manual_backward_dWproj_transposed",  # its shape no longer fits: the training loop stops
+        {
+            "ex4_solution": [
+                (
+                    "dWproj = gelu.flatten(0, 1).T @ dmlp.flatten(0, 1)",
+                    "dWproj = dmlp.flatten(0, 1).T @ gelu.flatten(0, 1)",
+                )
+            ]
+        },
+        frozenset({"ex4_dWproj", "ex4_training"}),
+        hint=("ex4_dWproj", "transposed"),
+    ),
+    Case(
+        "g14_manual_backward_wte_negated",  # every shape right, one direction wrong: the net learns less
+        {"ex4_solution": [("    return [dwte, ", "    return [-dwte, ")]},
+        frozenset({"ex4_dwte", "ex4_training"}),
+    ),
 ]
 
 
 def expected_scores(case: Case) -> dict[str, float]:
-    return {g.grade_id: 0.0 if g.grade_id in case.zeros else g.points for g in GPT.gradients()}
+    return {g.grade_id: 0.0 if g.grade_id in case.zeros else g.points for g in WRITTEN.graded}

@@ -11,7 +11,7 @@ import struct
 import torch
 
 from grader.exercise import spec
-from grader.replay.plan import AS_SUBMITTED, run_order
+from grader.replay.plan import AS_SUBMITTED, run_order, training_plan
 from grader.replay.results import RunResult, expected_shapes, parse_frame
 from grader.settings import JudgeSettings
 from grader.untrusted.runner import Runner
@@ -48,6 +48,7 @@ def trained(fresh, backward, seed=JUDGE_SEED) -> dict:
         "first_answer": 0,
         "train_seed": settings.train_seed,
         "train_steps": settings.train_steps,
+        "training": training_plan(spec.NINJA),
     }
     meta, tensors = {}, {}
     with torch.no_grad():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from ..exercise.definition import Definition
+from ..exercise.definition import FUNCTION, Definition
 from ..reference.steps import definition_autograd
 from ..reference.written import setup_namespace
 
@@ -45,4 +45,18 @@ def problems(d: Definition, folder: Path) -> list[str]:
                 found.append(
                     f"exercise {exercise}: {g.name} differs from autograd's by {(got - want).abs().max():.2g}"
                 )
-    return found
+    return found + (_training_problems(d, ns, grads) if d.training and d.solution else [])
+
+
+def _training_problems(d: Definition, ns: dict, grads: dict) -> list[str]:
+    """The training exercise's answer (exercise 1's solution as manual_backward) returns
+    autograd's gradient of every parameter."""
+    from .notebook import training_answer
+
+    exec(compile(training_answer(d), f"<{d.name}: exercise {d.training.exercise}>", "exec"), ns)
+    returned = ns[FUNCTION](**{k: ns[k] for k in d.backward_arguments})
+    return [
+        f"exercise {d.training.exercise}: {FUNCTION}'s d{p} differs from autograd's"
+        for p, got in zip(d.params, returned)
+        if not torch.allclose(got, grads[p], rtol=1e-4, atol=1e-6)
+    ]

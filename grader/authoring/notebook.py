@@ -9,8 +9,8 @@ from __future__ import annotations
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from ..exercise.definition import IMPORTS, Definition, Gradient, InOneGo
-from ..exercise.graded import METADATA_KEY
+from ..exercise.definition import FUNCTION, IMPORTS, Definition, Gradient, InOneGo, Training
+from ..exercise.graded import METADATA_KEY, answer_cell, training_cell
 from .cmp_cell import cmp_code
 
 HOW_TO_WORK = (
@@ -39,6 +39,8 @@ def instructor_notebook(d: Definition) -> nbformat.NotebookNode:
     cells += _exercise_1(d)
     for g in d.in_one_go:
         cells += _in_one_go(d, g)
+    if d.training is not None:
+        cells += _training(d, d.training)
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {
         "display_name": "Python 3 (ipykernel)",
@@ -66,7 +68,13 @@ def _intro(d: Definition) -> str:
     rows += [
         f"| {g.exercise} | `d{g.target}` {_from(d, g)}, in one formula | {g.points:g} |" for g in d.in_one_go
     ]
-    total = sum(g.points for g in d.gradients())
+    if d.training is not None:
+        t = d.training
+        rows.append(
+            f"| {t.exercise} | `{FUNCTION}`: every parameter's gradient, then train the net with it | "
+            f"{len(d.params) + t.points:g} |"
+        )
+    total = sum(g.points for g in d.gradients()) + (d.training.points if d.training else 0)
     table = "| exercise | what you write | points |\n|---|---|---|\n" + "\n".join(rows)
     return (
         f"# {d.title or d.name}\n\n{d.intro}\n\n{table}\n\nTotal: {total:g} points.\n\n{HOW_TO_WORK}".replace(
@@ -134,6 +142,80 @@ def _in_one_go(d: Definition, g: InOneGo) -> list:
     ]
 
 
+def _training(d: Definition, t: Training) -> list:
+    ex, grads = t.exercise, [g for g in d.gradients() if g.exercise == t.exercise]
+    returned = ", ".join(g.name for g in grads)
+    text = (
+        f"## Exercise {ex}: {t.title or 'train the net with your own backward pass'} "
+        f"({len(grads) + t.points:g} points)\n\n"
+        + (t.text + "\n\n" if t.text else "")
+        + f"Put your backward pass into `{FUNCTION}`: it is handed the forward pass's tensors by name\n"
+        "(take the ones you need, or all of them) and returns the gradient of every parameter, in this\n"
+        f"order: `[{returned}]`. The loop under it trains the net with it: no `loss.backward()`."
+    )
+    code = training_answer(d)
+    call = f"{FUNCTION}(**{{k: globals()[k] for k in {list(d.backward_arguments)!r}}})"
+    check = (
+        "# compare with autograd: your gradients of the forward pass above, each against its .grad\n"
+        f"ex{ex}_grads = dict(zip({[g.name for g in grads]!r}, {call}))\n"
+        + "\n".join(f"cmp({g.target!r}, ex{ex}_grads[{g.name!r}], {g.target})" for g in grads)
+    )
+    cells = [
+        _locked(f"ex{ex}_md", new_markdown_cell(text)),
+        _cell(new_code_cell(code), answer_cell(ex), solution=True),
+        _locked(f"ex{ex}_check", new_code_cell(check)),
+    ]
+    cells += [_grade_cell(g, f"ex{ex}_grads.get({g.name!r})") for g in grads]
+    cells.append(_locked(training_cell(ex), new_code_cell(_training_loop(d, t, call))))
+    return cells + [_training_grade_cell(ex, t.points)]
+
+
+def training_answer(d: Definition) -> str:
+    """The training exercise's answer cell: manual_backward, the exercise-1 solution its body."""
+    ex = d.training.exercise
+    returned = ", ".join(g.name for g in d.gradients() if g.exercise == ex)
+    body = "\n".join("    " + line if line else "" for line in d.solution.strip().splitlines())
+    head = f"# Exercise {ex}: your code\ndef {FUNCTION}(\n{_wrapped(d.backward_arguments)}\n):\n"
+    stub = "    raise NotImplementedError()\n"
+    answer = f"    ### BEGIN SOLUTION\n{body}\n    ### END SOLUTION\n" if body else stub
+    return head + answer + f"    return [{returned}]"
+
+
+def _training_loop(d: Definition, t: Training, call: str) -> str:
+    batch = next((c.code for c in d.setup if c.grade_id == "batch"), "")
+    step = (batch + "\n" if batch else "") + d.forward_source()
+    return (
+        f"# train with your backward pass: no loss.backward()\nlr = {t.learning_rate!r}\nlossi = []\n"
+        f"for i in range({t.steps}):\n  with torch.no_grad():\n"
+        + "\n".join("    " + line for line in step.splitlines())
+        + f"\n    grads = {call}\n    for p, grad in zip([{', '.join(d.params)}], grads):\n"
+        "      p.data += -lr * grad\n"
+        f"  lossi.append({d.loss}.log10().item())\n"
+        f"  if i % {max(t.steps // 5, 1)} == 0 or i == {t.steps - 1}:\n"
+        f"    print(f'{{i:5d}}/{t.steps}: {{{d.loss}.item():.4f}}')"
+    )
+
+
+def _wrapped(names, width: int = 92) -> str:
+    lines, line = [], "    "
+    for n in names:
+        if len(line) + len(n) + 2 > width:
+            lines.append(line.rstrip())
+            line = "    "
+        line += n + ", "
+    return "\n".join(lines + [line.rstrip()])
+
+
+def _training_grade_cell(exercise: int, points: float):
+    gid = f"ex{exercise}_training"
+    code = (
+        f"# {gid} ({points:g} point{'s' if points != 1 else ''}): the loss fell while the net trained with "
+        f"{FUNCTION}\n### BEGIN HIDDEN TESTS\nfrom grader.incell import grade_training\n"
+        f'grade_training("{gid}", globals(), points={points!r})\n### END HIDDEN TESTS'
+    )
+    return _cell(new_code_cell(code), gid, grade=True, locked=True, points=points)
+
+
 def _checks(gradients: list[Gradient]) -> str:
     return "# compare with autograd: run this after your cell above\n" + "\n".join(
         f"cmp({g.target!r}, {g.name}, {g.target})" for g in gradients
@@ -146,17 +228,24 @@ def _answer(exercise: int, solution: str):
         if solution
         else "raise NotImplementedError()"
     )
-    return _cell(new_code_cell(code), f"ex{exercise}_solution", solution=True)
+    return _cell(new_code_cell(code), answer_cell(exercise), solution=True)
 
 
-def _grade_cell(g: Gradient):
+def _grade_cell(g: Gradient, returned: str | None = None):
+    """`returned`: where the training exercise's gradient is (what manual_backward returned)."""
     unit = "point" if g.points == 1 else "points"
+    held = f"ex{g.exercise}_grads"
+    where = (
+        f'assert "{held}" in globals(), "run the exercise {g.exercise} cells: {held} is not defined"'
+        if returned
+        else f'assert "{g.name}" in globals(), "{g.name} is not defined: write it in the exercise '
+        f'{g.exercise} cell and run that cell"'
+    )
+    ns = f"{{{g.name!r}: {returned}, {g.target!r}: {g.target}}}" if returned else "globals()"
     code = (
         f"# {g.grade_id} ({g.points:g} {unit}): {g.name}, the gradient of the loss w.r.t. {g.target}\n"
-        f'assert "{g.name}" in globals(), "{g.name} is not defined: write it in the exercise '
-        f'{g.exercise} cell and run that cell"\n'
-        "### BEGIN HIDDEN TESTS\nfrom grader.incell import grade_gradient\n"
-        f'grade_gradient("{g.grade_id}", globals(), points={g.points!r})\n### END HIDDEN TESTS'
+        f"{where}\n### BEGIN HIDDEN TESTS\nfrom grader.incell import grade_gradient\n"
+        f'grade_gradient("{g.grade_id}", {ns}, points={g.points!r})\n### END HIDDEN TESTS'
     )
     return _cell(new_code_cell(code), g.grade_id, grade=True, locked=True, points=g.points)
 

@@ -76,6 +76,26 @@ class InOneGo:
     solution: str = ""
 
 
+# The training exercise's function: the notebook's loop calls it, the replay calls it.
+FUNCTION = "manual_backward"
+
+
+@dataclass(frozen=True)
+class Training:
+    """An exercise of the lecture's exercise 4's kind: the student's backward pass as a function,
+    `manual_backward`, handed the forward pass's tensors by name (those it takes), returning
+    the gradient of each parameter in the definition's order; the net trains with it, without
+    loss.backward(). A point a parameter's gradient, `points` for the training; `steps`: the
+    notebook's loop (the replay runs its own, JudgeSettings.train_steps)."""
+
+    exercise: int
+    learning_rate: float
+    steps: int = 500
+    points: float = 1.0
+    title: str = ""
+    text: str = ""
+
+
 @dataclass(frozen=True)
 class Cell:
     """A locked setup cell of the notebook (the data, the sizes, the parameters, the batch),
@@ -107,6 +127,7 @@ class Definition:
     asked: tuple[str, ...] | None = None
     points: dict[str, float] = field(default_factory=dict)
     in_one_go: tuple[InOneGo, ...] = ()
+    training: Training | None = None
     setup: tuple[Cell, ...] = ()
     title: str = ""
     intro: str = ""
@@ -192,6 +213,7 @@ class Definition:
             "zero_gradients": dict(self.zero_gradients),
             "steps": [[s.name, s.expr, s.note] for s in self.steps],
             "in_one_go": [[g.exercise, g.target, g.start, g.points] for g in self.in_one_go],
+            "training": _fields(self.training, ("exercise", "learning_rate", "steps", "points")),
             "setup": [[c.grade_id, c.code, c.text] for c in self.setup],
         }
 
@@ -209,6 +231,7 @@ class Definition:
             points=dict(j.get("points", {})),
             zero_gradients=dict(j.get("zero_gradients", {})),
             in_one_go=tuple(InOneGo(*g) for g in j.get("in_one_go", [])),
+            training=Training(*j["training"]) if j.get("training") else None,
             setup=tuple(Cell(*c) for c in j.get("setup", [])),
             files=tup("files"),
             seed=int(j["seed"]),
@@ -228,10 +251,19 @@ class Definition:
         return order
 
     def gradients(self) -> list[Gradient]:
-        """Exercise 1's gradients in backward order, then the in-one-go exercises'."""
+        """Exercise 1's gradients in backward order, then the in-one-go exercises', then the
+        training exercise's (one a parameter, as manual_backward returns them)."""
         asked = list(self.asked) if self.asked is not None else self.backward_order()
         ex1 = [Gradient(1, "d" + t, t, float(self.points.get(t, 1.0))) for t in asked]
-        return ex1 + [Gradient(g.exercise, "d" + g.target, g.target, g.points) for g in self.in_one_go]
+        one_go = [Gradient(g.exercise, "d" + g.target, g.target, g.points) for g in self.in_one_go]
+        t = self.training
+        return ex1 + one_go + ([Gradient(t.exercise, "d" + p, p, 1.0) for p in self.params] if t else [])
+
+    @property
+    def backward_arguments(self) -> tuple[str, ...]:
+        """What manual_backward may take, by name: the batch, the sizes, every tensor of the
+        forward pass but the loss, the parameters."""
+        return (*self.data, *self.constants, *(s.name for s in self.steps[:-1]), *self.params)
 
     @cached_property
     def _code(self) -> dict:
@@ -258,3 +290,7 @@ class Definition:
     def forward_source(self) -> str:
         """The forward cell's code: each step on its line, its note beside it."""
         return "\n".join(f"{s.name} = {s.expr}" + (f" # {s.note}" if s.note else "") for s in self.steps)
+
+
+def _fields(record, names: tuple[str, ...]) -> list | None:
+    return [getattr(record, n) for n in names] if record is not None else None

@@ -42,6 +42,11 @@ def answer_cell(exercise: int) -> str:
     return f"ex{exercise}_solution"
 
 
+def training_cell(exercise: int) -> str:
+    """The notebook's training loop (the kernel's only: the replay trains with its own)."""
+    return f"ex{exercise}_train"
+
+
 @dataclass(frozen=True)
 class GradedExercise:
     definition: Definition
@@ -53,14 +58,30 @@ class GradedExercise:
     batch_cell: str | None = None  # the locked cell that sets batch_size (the replay may change it)
     zero_gradients: dict[str, str] = field(default_factory=dict)  # mathematically zero: zeros are right
     training: int | None = None  # the exercise of the lecture's exercise 4's kind (manual_backward)
+    training_arguments: tuple[str, ...] = ()  # what manual_backward may take, by name
+    learning_rate: float = 0.0  # the replay's training run's
+    records_folder: str = ""  # under the reports: Backprop Ninja's replay/, else replay-<assignment>/
 
     @classmethod
     def written(cls, d: Definition) -> GradedExercise:
         """An exercise written from its definition (grader/authoring/notebook.py's cells)."""
         checks = {f"ex{ex}_check" for ex in {g.exercise for g in d.gradients()}}
         batch = next((c.grade_id for c in d.setup if c.grade_id == "batch"), None)
-        cells = frozenset({"autograd", *checks})
-        return cls(d, d.name, d.name, tuple(d.gradients()), (), cells, batch, dict(d.zero_gradients))
+        t = d.training
+        cells = frozenset({"autograd", *checks, *([training_cell(t.exercise)] if t else [])})
+        return cls(
+            d,
+            d.name,
+            d.name,
+            tuple(d.gradients()),
+            (Check(t.exercise, "training", t.points),) if t else (),
+            cells,
+            batch,
+            dict(d.zero_gradients),
+            training=t and t.exercise,
+            training_arguments=d.backward_arguments if t else (),
+            learning_rate=t.learning_rate if t else 0.0,
+        )
 
     @classmethod
     def from_metadata(cls, metadata: dict) -> GradedExercise | None:
@@ -103,7 +124,7 @@ class GradedExercise:
     def records(self, reports: Path) -> Path:
         """Where the judge's per-student records go under the course's report folder: replay/ for
         Backprop Ninja (its reports read it), replay-<assignment>/ for each other exercise."""
-        return reports / ("replay" if self.training is not None else f"replay-{self.assignment}")
+        return reports / (self.records_folder or f"replay-{self.assignment}")
 
     def exercise_points(self, exercise: int) -> float:
         return sum(g.points for g in self.graded if g.exercise == exercise)

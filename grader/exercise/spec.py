@@ -9,7 +9,7 @@ tests) derives from this list, so a grade id or a point value changes there only
 from __future__ import annotations
 
 from .definition import Gradient
-from .definitions.backprop_ninja import BACKPROP_NINJA, EX4_ARGUMENTS, EX4_FUNCTION  # noqa: F401
+from .definitions.backprop_ninja import BACKPROP_NINJA, EX4_ARGUMENTS, EX4_FUNCTION, LEARNING_RATE  # noqa: F401
 from .graded import Check, GradedExercise
 
 ASSIGNMENT = "backprop_ninja"
@@ -71,4 +71,7 @@ NINJA = GradedExercise(
     BATCH_CELL,
     ZERO_GRADIENTS,
     training=4,
+    training_arguments=EX4_ARGUMENTS,
+    learning_rate=LEARNING_RATE,
+    records_folder="replay",  # its reports read it there
 )

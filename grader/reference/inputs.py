@@ -22,6 +22,7 @@ from . import steps
 from .backprop_ninja import rules
 
 EVAL_EXAMPLES = 4000
+TRAINING_TOLERANCE = 0.2  # how far above the kit's loss a student's training run may end
 
 
 @dataclass
@@ -39,6 +40,9 @@ class FreshInputs:
     initial_eval_loss: float = float("nan")
     reference_train_loss: float = float("nan")  # the same training run with the kit's backward
     context_free_loss: float = float("nan")  # the best any net that ignores its input can reach
+    evaluate: Callable[[dict], float] | None = None  # trained parameters -> their held-out loss
+    train_tolerance: float = TRAINING_TOLERANCE  # how far above the reference's loss the student's may end
+    numbers: dict = field(default_factory=dict)  # a written exercise's sizes, handed as numbers
 
 
 _datasets: dict[tuple, network.Dataset] = {}
@@ -92,6 +96,7 @@ def _fresh_inputs(ds: network.Dataset, settings: JudgeSettings) -> FreshInputs:
         initial,
         reached,
         context_free_loss(eval_Y),
+        lambda params: float(network.cross_entropy_forward(params, eval_X, eval_Y)["loss"]),
     )
 
 

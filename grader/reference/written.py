@@ -19,6 +19,7 @@ from ..replay.plan import reseed
 from ..settings import JudgeSettings
 from .inputs import FreshInputs
 from .steps import autograd_branches, definition_autograd
+from .training import add_training
 
 
 def setup_namespace(d: Definition, folder: Path, rewrite=lambda cell: cell.code) -> dict:
@@ -40,13 +41,17 @@ def setup_namespace(d: Definition, folder: Path, rewrite=lambda cell: cell.code)
 
 def setup_values(exercise: GradedExercise, folder: Path, settings: JudgeSettings) -> dict:
     """The setup cells' names, re-seeded as the replay re-seeds them, run in `folder`."""
-    d = exercise.definition
+    return setup_namespace(exercise.definition, folder, reseeded(exercise, settings))
 
-    def reseeded(c):
+
+def reseeded(exercise: GradedExercise, settings: JudgeSettings):
+    """A setup cell's code as the replay runs it: the student's seed, the replay's batch size."""
+
+    def code(c) -> str:
         size = settings.batch_size if c.grade_id == exercise.batch_cell else None
-        return reseed(c.code, settings.seed, size, seed_constant=d.seed)
+        return reseed(c.code, settings.seed, size, seed_constant=exercise.definition.seed)
 
-    return setup_namespace(d, folder, reseeded)
+    return code
 
 
 def fresh_written(exercise: GradedExercise, folder: Path, settings: JudgeSettings) -> FreshInputs:
@@ -57,10 +62,13 @@ def fresh_written(exercise: GradedExercise, folder: Path, settings: JudgeSetting
         ns = setup_values(exercise, folder, settings)
         start = {k: ns[k] for k in (*d.params, *d.data, *d.constants)}
         values, grads = definition_autograd(d, start)
+
+        def backward():  # autograd's backward of the whole forward pass, what a hand one compares with
+            definition_autograd(d, start)
+
+        fresh = FreshInputs(values, grads, autograd_branches(values, grads, d), backward)
+        if d.training is not None:
+            add_training(fresh, exercise, ns, settings, reseeded(exercise, settings))
     finally:
         torch.set_num_threads(threads)
-
-    def backward():  # autograd's backward of the whole forward pass, what a hand one compares with
-        definition_autograd(d, start)
-
-    return FreshInputs(values, grads, autograd_branches(values, grads, d), backward)
+    return fresh

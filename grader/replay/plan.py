@@ -125,7 +125,22 @@ def what_is_asked(exercise: GradedExercise = spec.NINJA) -> dict:
             for o in exercise.one_go
         },
         "cleared": [cell(g.exercise) for g in in_one_go],
-        "training": exercise.training is not None,
+        "training": training_plan(exercise),
+    }
+
+
+def training_plan(exercise: GradedExercise) -> dict | None:
+    """What the runner needs to call manual_backward and train with it (protocol.TrainingPlan):
+    the names it may take, its result's order, the rate; a written exercise's forward pass (its
+    definition), where Backprop Ninja's exercise 4 has a forward of its own (network.py)."""
+    if exercise.training is None:
+        return None
+    d = exercise.definition
+    return {
+        "arguments": list(exercise.training_arguments),
+        "params": list(d.params),
+        "learning_rate": exercise.learning_rate,
+        "forward": d.to_json() if d.training is not None else None,
     }
 
 

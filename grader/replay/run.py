@@ -74,6 +74,8 @@ def write_plan(
         "run_tmp_mb": settings.run_tmp_mb,
         **asked,
     }
+    if plan.get("training"):  # a written exercise's sizes travel as numbers (inputs are tensors only)
+        plan["training"] = {**plan["training"], "numbers": fresh.numbers}
     (work / PLAN_FILE).write_text(json.dumps(plan))
     torch.save({"ex4": fresh.ex4_inputs, "train": fresh.train}, work / INPUTS_FILE)
 

@@ -5,6 +5,7 @@ returns as the notebook's training loop does."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 
 import torch
 
@@ -26,21 +27,19 @@ def accepted_arguments(fn, inputs: dict) -> dict:
     return {k: inputs[k] for k in params if k in inputs}
 
 
-def call_manual_backward(fn, inputs: dict) -> list:
-    """The gradients `fn` returns, in spec.PARAMETERS order, or BackwardFailed. Exceptions
-    the student's code raises pass through: the caller decides how far they may go."""
+def call_manual_backward(fn, inputs: dict, params: Sequence[str] = tuple(spec.PARAMETERS)) -> list:
+    """The gradients `fn` returns, in the order of `params` (Backprop Ninja's by default), or
+    BackwardFailed. Exceptions the student's code raises pass through: the caller decides how
+    far they may go."""
     if not callable(fn):
         raise BackwardFailed(f"{spec.EX4_FUNCTION} is not defined as a function")
     out = fn(**accepted_arguments(fn, inputs))
     if out is None:
-        raise BackwardFailed(
-            f"{spec.EX4_FUNCTION} returned None: it needs `return [d{', d'.join(spec.PARAMETERS)}]`"
-        )
+        raise BackwardFailed(f"{spec.EX4_FUNCTION} returned None: it needs `return [d{', d'.join(params)}]`")
     out = list(out)
-    if len(out) != len(spec.PARAMETERS):
+    if len(out) != len(params):
         raise BackwardFailed(
-            f"{spec.EX4_FUNCTION} returned {len(out)} values, expected "
-            f"{len(spec.PARAMETERS)}: [d{', d'.join(spec.PARAMETERS)}]"
+            f"{spec.EX4_FUNCTION} returned {len(out)} values, expected {len(params)}: [d{', d'.join(params)}]"
         )
     return out
 

@@ -24,6 +24,7 @@ from ..exercise.compare import MISSING, compare
 from ..exercise.definition import Gradient
 from ..exercise.definitions import backprop_ninja as lecture
 from ..exercise.definitions.backprop_ninja import network
+from ..exercise.graded import Check
 from ..exercise.verdict import Verdict, from_comparison, gradient_verdict
 from .backward_call import BackwardFailed, call_manual_backward, raised
 
@@ -45,6 +46,15 @@ def grade_gradient(grade_id: str, ns: dict, points: float) -> float:
     return _graded(
         item, lambda: from_comparison(item, compare(name, ns.get(name, MISSING), _reference(item, ns)))
     )
+
+
+def grade_training(grade_id: str, ns: dict, points: float) -> float:
+    """A written exercise's training point, in the kernel: the loss its loop recorded fell."""
+    exercise, name = grade_id.removeprefix("ex").split("_", 1)
+    check = Check(int(exercise), name, float(points))
+    lossi = ns.get("lossi")
+    start = 10 ** lossi[0] if isinstance(lossi, list) and lossi else math.nan
+    return _graded(check, lambda: training_verdict(lossi, initial_loss=start, check=check))
 
 
 def _graded(item, verdict_of) -> float:
@@ -134,9 +144,8 @@ def ex4_verdict(gradient: spec.Gradient, run: Ex4Run) -> Verdict:
     return verdict
 
 
-def training_verdict(lossi, *, initial_loss: float) -> Verdict:
+def training_verdict(lossi, *, initial_loss: float, check: Check = spec.TRAINING) -> Verdict:
     """The kernel's check of exercise 4's training: the recorded loss fell far enough."""
-    check = spec.TRAINING
     losses = [10**x for x in lossi] if lossi else []
     if not losses:
         return Verdict(check.grade_id, 0.0, check.points, ["the training loop recorded no loss"])

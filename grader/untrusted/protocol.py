@@ -43,6 +43,11 @@ def parse_run_name(run: str) -> tuple[str, str]:
 
 
 # ------------------------------------------------------------ the values a run returns, by key
+def batch_key(i: int, name: str) -> str:
+    """A written exercise's training batch i's tensor `name`, in RunInputs.train."""
+    return f"batch{i}/{name}"
+
+
 EX4 = "ex4"  # exercise 4's gradients, as manual_backward returned them: "ex4/dX"
 TRAINED = "train"  # the parameters after the replay's training loop: "train/X"
 TRAINING_CPU = "training"  # RunRecord.cpu's key for that loop (beside cell labels, spec.EX4_FUNCTION)
@@ -102,6 +107,17 @@ class OneGoRun(TypedDict):
     keep: str
 
 
+class TrainingPlan(TypedDict):
+    """The training exercise: manual_backward's names, its result's order, the rate, and a
+    written exercise's definition (its forward pass on each batch; None: Backprop Ninja's)."""
+
+    arguments: list[str]
+    params: list[str]
+    learning_rate: float
+    forward: dict | None
+    numbers: dict[str, int | float]  # a written exercise's sizes (B, C): plain numbers, not tensors
+
+
 class ReplayPlan(TypedDict, total=False):
     """WORK/plan.json: the cells and how to run them, and what the exercise asks (the runner
     knows no exercise: every name it keeps or is handed comes from here)."""
@@ -113,7 +129,7 @@ class ReplayPlan(TypedDict, total=False):
     exercise1_cell: str
     one_go: dict[str, OneGoRun]  # run name (EX3) -> that run
     cleared: list[str]  # in-one-go answer cells: their gradient is removed before they run
-    training: bool  # exercise 4: manual_backward called and trained with
+    training: TrainingPlan | None  # manual_backward called and trained with
     data_dir: str  # holds the trusted names.txt; the run's current folder
     train_seed: int  # exercise 4's training batches
     train_steps: int
@@ -124,8 +140,10 @@ class ReplayPlan(TypedDict, total=False):
 class RunInputs(TypedDict):
     """WORK/inputs.pt and WORK/inject.pt: tensors only (loaded with weights_only)."""
 
-    ex4: dict[str, torch.Tensor]  # one forward pass's values, spec.EX4_ARGUMENTS
-    train: dict[str, torch.Tensor]  # start parameters (spec.PARAMETERS), Xtr and Ytr
+    ex4: dict[str, torch.Tensor]  # one forward pass's values: what manual_backward may take
+    # start parameters, then Backprop Ninja's Xtr and Ytr, or a written exercise's batches
+    # (batch_key(i, name)) and its tensor constants
+    train: dict[str, torch.Tensor]
     inject: dict[str, torch.Tensor]  # exactly the correct values this run is handed
 
 

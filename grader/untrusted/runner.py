@@ -23,8 +23,6 @@ import torch
 from ..exercise import spec
 from ..exercise.cells import strip_magics
 from ..exercise.compare import MISSING
-from ..exercise.definitions import backprop_ninja as lecture
-from ..exercise.definitions.backprop_ninja import network
 from .assigned import assigned, own_names
 from .autograd_guard import Guard
 from .backward_call import BackwardFailed, accepted_arguments, as_update, call_manual_backward, raised
@@ -44,6 +42,7 @@ from .protocol import (
     parse_run_name,
     value_key,
 )
+from .training_batches import training_batches
 
 _setitimer = signal.setitimer  # a blocked run's signal module refuses
 
@@ -243,13 +242,14 @@ class Runner:
             tensors[value_key(OWN, str(i))] = t
 
     def _exercise4(self, ns, meta, tensors):
-        fn = ns.get(spec.EX4_FUNCTION)
-        ex4 = self.inputs["ex4"]
+        fn, plan = ns.get(spec.EX4_FUNCTION), self.plan["training"]
+        numbers = plan.get("numbers", {})
+        handed = {k: v.clone() for k, v in self.inputs["ex4"].items() if k in plan["arguments"]}
         if self.guard:
             self.guard.where = (spec.EX4_FUNCTION, None)
         started = _cpu()
         try:
-            out = call_manual_backward(fn, {k: v.clone() for k, v in ex4.items() if k in spec.EX4_ARGUMENTS})
+            out = call_manual_backward(fn, {**handed, **numbers}, plan["params"])
         except BackwardFailed as e:
             meta["ex4_error"] = str(e)[:300]
             return
@@ -260,7 +260,7 @@ class Runner:
             return
         finally:
             self.spent(spec.EX4_FUNCTION, _cpu() - started)
-        for pname, value in zip(spec.PARAMETERS, out):
+        for pname, value in zip(plan["params"], out):
             key = value_key(EX4, f"d{pname}")
             info, t = _export(value)
             meta["values"][key] = info
@@ -269,18 +269,18 @@ class Runner:
         self._train(fn, meta, tensors)
 
     def _train(self, fn, meta, tensors):
-        """A short run of the lecture's training loop with the student's backward."""
-        tr = self.inputs["train"]
-        params = {k: tr[k].clone() for k in spec.PARAMETERS}
-        g = torch.Generator().manual_seed(int(self.plan["train_seed"]))
+        """A short training run with the student's backward: Backprop Ninja's loop, or a written
+        exercise's forward pass on the judge's batches."""
+        plan, tr = self.plan["training"], self.inputs["train"]
+        params = {k: tr[k].clone() for k in plan["params"]}
+        steps = training_batches(plan, tr, int(self.plan["train_seed"]), int(self.plan["train_steps"]))
         started = _cpu()
         try:
-            for _ in range(int(self.plan["train_steps"])):
-                Xb, Yb = network.draw_batch(tr["Xtr"], tr["Ytr"], g)
-                v = network.cross_entropy_forward(params, Xb, Yb)
-                grads = list(fn(**accepted_arguments(fn, {k: v[k] for k in spec.EX4_ARGUMENTS})))
-                for k, grad in zip(spec.PARAMETERS, grads):
-                    params[k] = params[k] - lecture.LEARNING_RATE * as_update(k, grad, params[k])
+            for forward in steps:
+                v = forward(params)
+                grads = list(fn(**accepted_arguments(fn, {k: v[k] for k in plan["arguments"] if k in v})))
+                for k, grad in zip(plan["params"], grads):
+                    params[k] = params[k] - plan["learning_rate"] * as_update(k, grad, params[k])
         except BaseException as e:  # noqa: BLE001
             if isinstance(e, KeyboardInterrupt):
                 raise

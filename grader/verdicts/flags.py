@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from ..exercise import spec
+from ..exercise.definition import Gradient
 from ..exercise.graded import GradedExercise
 from .budget import for_submission
 from .scan import Finding, scan_source
@@ -66,9 +67,11 @@ def flags(
     out = [Flag(f.kind, f.text(), cell_grade_ids(f.cell, exercise)) for f in findings if f.serious]
     for gid, score in (in_kernel or {}).items():
         v = verdicts.get(gid)
-        # a value the replay never got (a deleted cell, say) is not a sign of copying
+        # a value the replay never got (a deleted cell, say) is not a sign of copying; nor is a
+        # training run, which the kernel checks by its own loss falling, not against autograd
         if (
             v
+            and isinstance(exercise.by_grade_id.get(gid), Gradient)
             and score >= v.max_score
             and v.score < v.max_score
             and v.problem not in ("missing", "judge_timeout", "autograd")

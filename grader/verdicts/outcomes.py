@@ -142,7 +142,7 @@ def _later(out: ReplayOutput, fresh: FreshInputs, g, exercise: GradedExercise) -
 def _trained(run: RunResult | None, fresh: FreshInputs, exercise: GradedExercise) -> bool | None:
     if run is None or exercise.training is None:
         return None
-    v = training_verdict(run, fresh, run.meta.get("ex4_error"))
+    v = training_verdict(run, fresh, run.meta.get("ex4_error"), exercise)
     return v.score == v.max_score
 
 
@@ -167,7 +167,7 @@ def collect(
         None if main.status == STATUS_OK else f"the replay run {main.status}"
     )
     ex4_error = ex4_error and raised.in_words(ex4_error, main.meta.get("names", []))
-    trained = training_verdict(main, fresh, ex4_error) if exercise.training is not None else None
+    trained = training_verdict(main, fresh, ex4_error, exercise) if exercise.training is not None else None
     found = Outcomes(gradients, main, ex4_error, trained)
     if out.blocked is not None and out.watched is not None:
         found.trained_blocked = _trained(out.blocked, fresh, exercise)

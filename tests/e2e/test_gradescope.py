@@ -35,7 +35,7 @@ from grader.reports.scores import read_scores
 from conftest import VENV_BIN, nbgrader
 from corpus import CORPUS
 from gpt_corpus import CASES as GPT_CASES
-from gpt_corpus import GPT, expected_scores
+from gpt_corpus import WRITTEN, expected_scores
 
 ALL = [g.grade_id for g in spec.GRADED]
 # corpus case -> Gradescope user id (the seed comes from it, as from an nbgrader student id)
@@ -204,23 +204,22 @@ def test_a_written_exercises_zip_grades_it(gpt_source, tmp_path, student):
     )
     print(f"{student}: run_autograder took {seconds:.1f} s")
     expected = expected_scores(case)
-    assert [t["name"] for t in got["tests"]] == [g.grade_id for g in GPT.gradients()]
+    assert [t["name"] for t in got["tests"]] == [g.grade_id for g in WRITTEN.graded]
     assert {t["name"]: t["score"] for t in got["tests"]} == expected
-    assert {t["name"]: t["max_score"] for t in got["tests"]} == {
-        g.grade_id: g.points for g in GPT.gradients()
-    }
+    assert {t["name"]: t["max_score"] for t in got["tests"]} == {g.grade_id: g.points for g in WRITTEN.graded}
     lost = {t["name"]: t["max_score"] - t["score"] for t in got["tests"] if t["score"] < t["max_score"]}
     assert lost == {gid: 1.0 for gid in case.zeros}  # ex1_dk alone: dln1 and dWk keep theirs
     total = sum(expected.values())
-    assert got["score"] == total == 63 - len(case.zeros)
+    assert got["score"] == total == 81 - len(case.zeros)
     summary = got["output"].splitlines()
-    assert summary[:4] == [
-        f"A GPT block, backpropagated by hand: {total:g}/63 points",
-        f"exercise 1: {total - 4:g}/59",
+    assert summary[:5] == [
+        f"A GPT block, backpropagated by hand: {total:g}/81 points",
+        f"exercise 1: {total - 22:g}/59",
         "exercise 2: 2/2",
         "exercise 3: 2/2",
+        "exercise 4: 18/18",  # its training exercise
     ]
-    assert "exercise 4" not in got["output"] and "graded as gpt_block.ipynb" in got["output"]
+    assert "graded as gpt_block.ipynb" in got["output"]
     for gid in case.zeros:
         assert next(t for t in got["tests"] if t["name"] == gid)["output"].startswith(f"FAIL {gid}: 0/1")
     assert got["extra_data"]["problems"] == [] and f"seed {got['extra_data']['seed']}" in stdout

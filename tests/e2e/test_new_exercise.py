@@ -4,7 +4,7 @@ generate_assignment` releases it without solutions or hidden tests, and `nbgrade
 grades four students gradient by gradient, by the kit's replay in the sandbox: the right answer,
 one gradient transposed, a cell that raises, and autograd's answer read in the kernel (right
 there, nothing in the replay). Then the kit's second assignment, the GPT block, goes into the same course by
-its name and gives the instructor's answers every one of its 63 points."""
+its name and gives the instructor's answers every one of its 81 points."""
 
 from __future__ import annotations
 
@@ -147,21 +147,27 @@ def test_the_report_gives_the_written_exercises_table_csvs_and_class_page(course
         "/2",
         "ex3",
         "/2",
+        "ex4",
+        "/18",
         "total",
-        "/63",
+        "/81",
     ]
     for case in CASES:
         scores = expected_scores(case)
         assert lines[case.student][-1] == f"{sum(scores.values()):g}", case.student
     with open(course[0] / "exports" / "gpt_block" / "gradients.csv") as f:
         rows = {r["student_id"]: r for r in csv.DictReader(f)}
-    assert rows["g05_attention_key_untransposed"]["ex1_dk"] == "0" and rows["g01_right"]["total"] == "63"
+    assert rows["g05_attention_key_untransposed"]["ex1_dk"] == "0" and rows["g01_right"]["total"] == "81"
     assert rows["s1_right"]["total"] == "0" and rows["s1_right"]["ex1_dk"] == ""  # tiny's, no GPT submission
     with open(course[0] / "exports" / "gpt_block" / "canvas.csv") as f:
         canvas = list(csv.reader(f))
-    assert canvas[0][-1] == "A GPT block, backpropagated by hand" and canvas[1][-1] == "63"
+    assert canvas[0][-1] == "A GPT block, backpropagated by hand" and canvas[1][-1] == "81"
     page = (course[0] / "reports" / "class-gpt_block.html").read_text()
-    assert "gpt_block: class report" in page and "12 graded submissions" in page and "2 suspicious" in page
+    assert (
+        "gpt_block: class report" in page
+        and f"{len(CASES)} graded submissions" in page
+        and "2 suspicious" in page
+    )
     suspicious = page[page.index("id='suspicious'") :]
     assert "g08_reads_autograds_answer" in suspicious and "g09_torchs_softmax_backward" in suspicious
     assert "a factor of C/(C-1)" in page and "ex1_dln2diff2" in page  # the class's mistakes, by gradient

@@ -8,7 +8,7 @@ the same students, the same names, one block of the model that comes next in the
 
 from __future__ import annotations
 
-from ..definition import Cell, Definition, InOneGo, Step
+from ..definition import Cell, Definition, InOneGo, Step, Training
 from .names import READ_NAMES, READ_NAMES_TEXT
 
 STREAM = """\
@@ -210,6 +210,16 @@ GPT_BLOCK = Definition(
             "the mask and the scale in one formula (llm.c's attention_backward does it in one loop).",
             "datt = dattv @ v.transpose(1, 2)\n"
             "dscores = C**-0.5 * att * (datt - (datt * att).sum(-1, keepdim=True))",
+        ),
+    ),
+    training=Training(
+        4,
+        learning_rate=0.3,
+        steps=500,
+        title="train the block with your own backward pass",
+        text=(
+            "As exercise 4 of Backprop Ninja: the block learns from names.txt with your gradients alone.\n"
+            "Your exercise 1 is the body of `manual_backward`; the loop calls it once a step."
         ),
     ),
 )

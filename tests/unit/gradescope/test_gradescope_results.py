@@ -123,14 +123,15 @@ def test_a_written_exercise_has_its_own_tests_points_title_and_exercises():
     assert [t.name for t in out.tests] == [g.grade_id for g in GPT.graded]
     assert {t.name: t.max_score for t in out.tests} == {g.grade_id: g.points for g in GPT.graded}
     assert {t.name: t.score for t in out.tests} == scores
-    assert out.to_json()["score"] == 61.0
+    assert out.to_json()["score"] == 79.0
     assert out.output.splitlines() == [
-        "A GPT block, backpropagated by hand: 61/63 points",
+        "A GPT block, backpropagated by hand: 79/81 points",
         "exercise 1: 59/59",
         "exercise 2: 0/2",
         "exercise 3: 2/2",
+        "exercise 4: 18/18",
         "Note: a note",
-    ]  # no training check, no exercise 4
+    ]  # its own exercises: exercise 4 is its training exercise
     wrong = next(t for t in out.tests if t.name == "ex2_dx2")
     assert wrong.output == "FAIL ex2_dx2: 0/2 points\n  hint: transposed"
 

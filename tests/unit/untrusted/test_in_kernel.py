@@ -30,12 +30,13 @@ EX1 = [g for g in spec.GRADIENTS if g.exercise == 1]
 
 def test_the_notebooks_entry_point_is_in_kernel_grade():
     """The hidden test cells run `from grader.incell import grade` (an exercise written from its
-    definition, `grade_gradient`): stable names, visible in the sandbox, for
+    definition, `grade_gradient` and `grade_training`): stable names, visible in the sandbox, for
     grader/untrusted/in_kernel.py's."""
     import grader.incell
 
     assert grade is in_kernel.grade and grader.incell.grade_gradient is in_kernel.grade_gradient
-    assert grader.incell.__all__ == ["grade", "grade_gradient"]
+    assert grader.incell.grade_training is in_kernel.grade_training
+    assert grader.incell.__all__ == ["grade", "grade_gradient", "grade_training"]
 
 
 def notebook_namespace(seed: int = lecture.LECTURE_SEED) -> dict:

@@ -59,8 +59,9 @@ def test_a_kernel_pass_that_fails_the_replay_is_a_kernel_flag():
         "ex1_db1": Verdict("ex1_db1", 0.0, 1.0, problem="missing"),  # never reached the replay
         "ex1_dW2": Verdict("ex1_dW2", 1.0, 1.0),
     }
-    out = flags([], verdicts, {"ex1_dW1": 1.0, "ex1_db1": 1.0, "ex1_dW2": 1.0})
-    assert [(f.kind, f.grade_ids) for f in out] == [(KERNEL, ["ex1_dW1"])]
+    verdicts["ex4_training"] = Verdict("ex4_training", 0.0, 1.0, problem="mismatch")
+    out = flags([], verdicts, {"ex1_dW1": 1.0, "ex1_db1": 1.0, "ex1_dW2": 1.0, "ex4_training": 1.0})
+    assert [(f.kind, f.grade_ids) for f in out] == [(KERNEL, ["ex1_dW1"])]  # training is no comparison
     assert "matched autograd in the student's kernel" in out[0].reason()
 
 

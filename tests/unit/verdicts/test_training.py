@@ -12,11 +12,11 @@ import torch
 from grader.exercise import spec
 from grader.exercise.definitions.backprop_ninja import network
 from grader.exercise.verdict import Verdict
-from grader.reference.inputs import dataset, fresh_inputs
+from grader.reference.inputs import TRAINING_TOLERANCE, dataset, fresh_inputs
 from grader.replay.results import expected_shapes, parse_frame
 from grader.settings import JudgeSettings
 from grader.untrusted.server import encode_frame
-from grader.verdicts.training import TRAINING_TOLERANCE, training_verdict
+from grader.verdicts.training import training_verdict
 
 from conftest import JUDGE_SEED, manual_backward
 from replay_runs import trained

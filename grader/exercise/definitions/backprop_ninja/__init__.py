@@ -6,7 +6,7 @@ grader/reference/backprop_ninja/."""
 
 from __future__ import annotations
 
-from ...definition import Definition, InOneGo, Step
+from ...definition import FUNCTION, Definition, InOneGo, Step
 
 # The lecture's sizes and constants (network.py builds the net from them).
 LECTURE_SEED = 2147483647
@@ -21,7 +21,7 @@ LEARNING_RATE = 0.1
 
 # Exercise 4's backward is a function the locked training loop calls with these keywords; it
 # returns the gradients of the lecture's `parameters` (the definition's params), in their order.
-EX4_FUNCTION = "manual_backward"
+EX4_FUNCTION = FUNCTION
 EX4_ARGUMENTS = (
     *("Xb", "Yb", "emb", "embcat", "hprebn", "bnvar_inv", "bnraw", "h", "logits"),
     *("C", "W1", "b1", "W2", "b2", "bngain", "bnbias"),
