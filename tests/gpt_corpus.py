@@ -159,3 +159,16 @@ CASES = [
 
 def expected_scores(case: Case) -> dict[str, float]:
     return {g.grade_id: 0.0 if g.grade_id in case.zeros else g.points for g in WRITTEN.graded}
+
+
+def write_submissions(course, cases) -> None:
+    """Each case's answers in the course's released notebook, under submitted/<student>/gpt_block/."""
+    import nbformat
+
+    release = nbformat.read(course / "release" / "gpt_block" / "gpt_block.ipynb", 4)
+    for case in cases:
+        nb, answers = nbformat.from_dict(release), case.answers()
+        for cell in nb.cells:
+            cell.source = answers.get(cell.metadata["nbgrader"]["grade_id"], cell.source)
+        (course / "submitted" / case.student / "gpt_block").mkdir(parents=True)
+        nbformat.write(nb, course / "submitted" / case.student / "gpt_block" / "gpt_block.ipynb")

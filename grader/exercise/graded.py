@@ -60,7 +60,7 @@ class GradedExercise:
     training: int | None = None  # the exercise of the lecture's exercise 4's kind (manual_backward)
     training_arguments: tuple[str, ...] = ()  # what manual_backward may take, by name
     learning_rate: float = 0.0  # the replay's training run's
-    records_folder: str = ""  # under the reports: Backprop Ninja's replay/, else replay-<assignment>/
+    plain_names: bool = False  # Backprop Ninja: its reports have the plain names (replay/, batch.json)
 
     @classmethod
     def written(cls, d: Definition) -> GradedExercise:
@@ -124,7 +124,18 @@ class GradedExercise:
     def records(self, reports: Path) -> Path:
         """Where the judge's per-student records go under the course's report folder: replay/ for
         Backprop Ninja (its reports read it), replay-<assignment>/ for each other exercise."""
-        return reports / (self.records_folder or f"replay-{self.assignment}")
+        return reports / f"replay{self.suffix}"
+
+    @property
+    def suffix(self) -> str:
+        """What tells this exercise's report files from another's in one course: -<assignment>."""
+        return "" if self.plain_names else f"-{self.assignment}"
+
+    def batch_files(self, reports: Path) -> tuple[Path, Path, Path]:
+        """The batch's log, its workers' logs and its summary (autograde.log, autograde/ and
+        batch.json for Backprop Ninja)."""
+        s = self.suffix
+        return reports / f"autograde{s}.log", reports / f"autograde{s}", reports / f"batch{s}.json"
 
     def exercise_points(self, exercise: int) -> float:
         return sum(g.points for g in self.graded if g.exercise == exercise)

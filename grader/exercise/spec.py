@@ -73,5 +73,5 @@ NINJA = GradedExercise(
     training=4,
     training_arguments=EX4_ARGUMENTS,
     learning_rate=LEARNING_RATE,
-    records_folder="replay",  # its reports read it there
+    plain_names=True,
 )

@@ -52,9 +52,9 @@ def run(
     summary: dict = {"students": {s: {"preflight": _preflight(course, s, exercise)} for s in students}}
     todo = _to_grade(course, students, exercise, force)
     reports = report_dir(course)
-    shutil.rmtree(reports / "autograde", ignore_errors=True)  # the workers' logs are this run's only
-    (reports / "autograde").mkdir(parents=True)
-    log = reports / "autograde.log"
+    log, logs, _ = exercise.batch_files(reports)
+    shutil.rmtree(logs, ignore_errors=True)  # the workers' logs are this run's only
+    logs.mkdir(parents=True)
     log.write_text("")
     n = workers or workers_mod.default_workers()
     progress = Progress(len(todo), log=log, quiet=quiet)
@@ -71,13 +71,13 @@ def run(
                 workers=n,
                 force=force,
                 extra=list(nbgrader_args),
-                logs=reports / "autograde",
+                logs=logs,
                 progress=progress,
                 exercise=exercise,
             )
     finally:
         summary["seconds"] = round(progress.close(), 1)
-        _append_worker_logs(log, reports / "autograde")
+        _append_worker_logs(log, logs)
     summary["workers"] = scheduler or n
     _results(course, summary, exercise)
     return summary
@@ -123,8 +123,7 @@ def _results(course: Path, summary: dict, exercise: GradedExercise) -> None:
         signs = suspicious.record_signs(suspicious.read_records(course, exercise.records(reports)))
         summary["signs"] = str(exercise.records(reports))
     summary["suspicious"] = len(suspicious.by_student([s for s in signs if s.kind != NOT_COMPARED]))
-    name = "batch.json" if ninja else f"batch-{exercise.assignment}.json"
-    (reports / name).write_text(json.dumps(summary, indent=1))
+    exercise.batch_files(reports)[2].write_text(json.dumps(summary, indent=1))
 
 
 class BatchError(Exception):
@@ -142,7 +141,7 @@ def _on_cluster(
 ) -> None:
     """The work on the cluster's workers; then one local pass records their notebooks."""
     back = cluster.grade(course, exercise, todo, scheduler=scheduler, extra=extra, progress=progress)
-    logs = report_dir(course) / "autograde"
+    logs = exercise.batch_files(report_dir(course))[1]
     progress.note(f"recording {len(back)} results in the gradebook")
     recorder = Progress(len(back), log=logs / "finish.log", quiet=True, stream=io.StringIO())
     workers_mod.grade(
@@ -190,8 +189,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--force", action="store_true", help="grade every submission again")
     ap.add_argument(
         "--assignment",
-        default=spec.ASSIGNMENT,
-        help="the assignment to grade: %(default)s, or one written by `backprop-ninja new`",
+        action="append",
+        help=f"an assignment to grade: {spec.ASSIGNMENT} (the default), or one written by `backprop-ninja "
+        "new`; give it again to grade several in one batch, each with its own records and reports",
     )
     ap.add_argument("--workers", type=int, default=None, help="parallel graders (default: all cores)")
     ap.add_argument("--quiet", action="store_true", help="plain lines instead of a progress bar")
@@ -210,23 +210,30 @@ def main(argv: list[str]) -> int:
     if warned:
         print(warned, file=sys.stderr)
         extra.append(unsandboxed.ALLOW_FLAG)
-    try:
-        summary = run(
-            course,
-            force=args.force,
-            nbgrader_args=extra,
-            workers=args.workers,
-            quiet=args.quiet,
-            scheduler=args.scheduler,
-            assignment=args.assignment,
-        )
+    try:  # every assignment known before any is graded
+        exercises = [_exercise(course, a) for a in args.assignment or [spec.ASSIGNMENT]]
     except BatchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("stopped: run the same command again to grade the rest", file=sys.stderr)
-        return 130
-    log = report_dir(course) / "autograde.log"
+    graded_all = True
+    for exercise in exercises:
+        if len(exercises) > 1:
+            print(f"== {exercise.assignment} ==")
+        options = dict(force=args.force, workers=args.workers, quiet=args.quiet, scheduler=args.scheduler)
+        try:
+            summary = run(course, nbgrader_args=extra, assignment=exercise.assignment, **options)
+        except BatchError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("stopped: run the same command again to grade the rest", file=sys.stderr)
+            return 130
+        graded_all = _said(summary, exercise.batch_files(report_dir(course))[0]) and graded_all
+    return 0 if graded_all else 1
+
+
+def _said(summary: dict, log: Path) -> bool:
+    """Each student's state and notes, the signs of cheating; whether everyone was graded."""
     for student, info in summary["students"].items():
         state = "graded" if info["graded"] else f"NOT GRADED (see {log})"
         print(f"{for_log(student)}: {state}")
@@ -234,4 +241,4 @@ def main(argv: list[str]) -> int:
             print(f"  - {for_log(html.unescape(note), 500)}")
     if summary.get("suspicious"):
         print(f"{summary['suspicious']} submission(s) with signs of cheating for a TA: {summary['signs']}")
-    return 0 if all(i["graded"] for i in summary["students"].values()) else 1
+    return all(i["graded"] for i in summary["students"].values())

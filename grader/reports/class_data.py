@@ -82,10 +82,9 @@ def load(course: Path, exercise: GradedExercise = spec.NINJA) -> ClassData:
     records = read_records(course, exercise.records(reports))
     data = ClassData(read_scores(db_url(course), exercise), records=records, exercise=exercise)
     data.suspicious = collect_findings(course, records=records) if ninja else record_signs(records)
-    log = reports / "autograde.log"
+    log, _, batch = exercise.batch_files(reports)
     if log.is_file():
         data.log = log.read_text(errors="replace").split(_LOG_SPLIT, 1)[0].splitlines()
-    batch = reports / ("batch.json" if ninja else f"batch-{exercise.assignment}.json")
     if batch.is_file():
         try:
             data.batch = json.loads(batch.read_text())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+from pathlib import Path
 from statistics import median
 
 from ..quote import for_html
@@ -164,7 +165,8 @@ def _batch(data: ClassData) -> str:
     )
     if data.log:
         lines = data.log[-300:]  # the newest; the file has all of them
-        parts.append("<h3>reports/autograde.log</h3><pre>" + "\n".join(for_html(l) for l in lines) + "</pre>")
+        name = data.exercise.batch_files(Path("reports"))[0]
+        parts.append(f"<h3>{name}</h3><pre>" + "\n".join(for_html(l) for l in lines) + "</pre>")
     return "".join(parts)
 
 

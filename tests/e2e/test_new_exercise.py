@@ -18,7 +18,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from conftest import ROOT, VENV_BIN, nbgrader
-from gpt_corpus import CASES, expected_scores
+from gpt_corpus import CASES, expected_scores, write_submissions
 from tiny_exercise import TINY
 
 EX1 = ["dlogprobs", "dprobs", "dlogits", "dW", "db"]
@@ -66,13 +66,7 @@ def _gpt_block_beside(course, names_txt):
     assert made.returncode == 0, made.stdout + made.stderr
     assert "nbgrader_config.py" not in made.stdout  # the course's own configuration is kept
     nbgrader(course, "generate_assignment", "gpt_block", "--force")
-    release = nbformat.read(course / "release" / "gpt_block" / "gpt_block.ipynb", 4)
-    for case in CASES:
-        nb, answers = nbformat.from_dict(release), case.answers()
-        for cell in nb.cells:
-            cell.source = answers.get(cell.metadata["nbgrader"]["grade_id"], cell.source)
-        (course / "submitted" / case.student / "gpt_block").mkdir(parents=True)
-        nbformat.write(nb, course / "submitted" / case.student / "gpt_block" / "gpt_block.ipynb")
+    write_submissions(course, CASES)
     graded = kit("grade", str(course), "--assignment", "gpt_block", "--quiet", timeout=900)  # both cores
     assert graded.returncode == 0, graded.stdout + graded.stderr
     assert all(f"{c.student}: graded" in graded.stdout for c in CASES), graded.stdout
@@ -98,6 +92,15 @@ def test_each_gradient_is_graded_on_its_own(course):
     shown = (course[0] / "autograded" / "s2_transposed" / "tiny" / "tiny.ipynb").read_text()
     assert "FAIL ex1_dW: 0/1 points" in shown and "PASS ex1_db: 1/1 points" in shown
     assert "hint: transposed: you have (5, 3), expected (3, 5)" in shown  # the judge's, not the kernel's
+
+
+def test_the_gpt_blocks_release_asks_manual_backward_without_its_body(course):
+    """nbgrader keeps the function's head and return around the stub, indented inside it."""
+    release = nbformat.read(course[0] / "release" / "gpt_block" / "gpt_block.ipynb", 4)
+    cell = next(c for c in release.cells if c.metadata["nbgrader"]["grade_id"] == "ex4_solution").source
+    assert cell.startswith("# Exercise 4: your code\ndef manual_backward(\n    Xb, Yb, B, T, C, mask,")
+    assert "):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n    return [dwte, dwpe," in cell
+    assert "dlnfraw" not in cell and "SOLUTION" not in cell  # no line of the body
 
 
 def test_the_replay_grades_it_and_autograds_answer_earns_nothing(course):

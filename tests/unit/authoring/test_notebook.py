@@ -13,7 +13,7 @@ import pytest
 from grader.authoring.check import problems
 from grader.authoring.cmp_cell import feeds
 from grader.authoring.notebook import instructor_notebook
-from grader.exercise.definition import InOneGo, Step
+from grader.exercise.definition import InOneGo, Step, Training
 
 from authored_cells import run_cells
 from conftest import ROOT
@@ -104,3 +104,42 @@ def test_the_readmes_example_is_the_tiny_exercise():
     example = section[section.index("```python\n") + 10 : section.index("\n```\n")]
     module = (ROOT / "tests" / "tiny_exercise.py").read_text()
     assert example.strip() == module[module.index("from grader.exercise.definition") :].strip()
+
+
+TRAINED = replace(TINY, training=Training(2, learning_rate=0.5, steps=200))
+
+
+def test_a_training_exercise_gets_its_section_cells_and_points(tmp_path):
+    nb = instructor_notebook(TRAINED)
+    ids = [m["grade_id"] for m in _meta(nb)]
+    assert ids[ids.index("ex2_md") :] == [
+        *("ex2_md", "ex2_solution", "ex2_check", "ex2_dW", "ex2_db", "ex2_train", "ex2_training")
+    ]
+    cells = dict(zip(ids, (c.source for c in nb.cells)))
+    assert cells["ex2_solution"].startswith(
+        "# Exercise 2: your code\ndef manual_backward(\n    X, y, n, logits,"
+    )
+    assert "    ### BEGIN SOLUTION\n    dlogprobs = torch.zeros_like(logprobs)" in cells["ex2_solution"]
+    assert cells["ex2_solution"].endswith("    ### END SOLUTION\n    return [dW, db]")
+    assert "grade_gradient(\"ex2_dW\", {'dW': ex2_grads.get('dW'), 'W': W}, points=1.0)" in cells["ex2_dW"]
+    assert (
+        "p.data += -lr * grad" in cells["ex2_train"]
+        and "loss.backward()" not in cells["ex2_train"].split("\n", 1)[1]
+    )
+    assert (
+        "| 2 | `manual_backward`: every parameter's gradient, then train the net with it | 3 |"
+        in cells["intro"]
+    )
+    assert problems(TRAINED, tmp_path) == []  # manual_backward gives autograd's gradients
+
+
+def test_the_training_exercise_earns_its_points_and_a_wrong_gradient_costs_its_own():
+    nb = instructor_notebook(TRAINED)
+    answer = next(c.source for m, c in zip(_meta(nb), nb.cells) if m["grade_id"] == "ex2_solution")
+    scores, said = run_cells(nb)
+    assert scores == {**{f"ex1_{x}": 1.0 for x in EX1}, "ex2_dW": 1.0, "ex2_db": 1.0, "ex2_training": 1.0}
+    assert "PASS ex2_training" in said
+    scores, said = run_cells(nb, {"ex2_solution": answer.replace("return [dW, db]", "return [dW, -db]")})
+    assert (scores["ex2_dW"], scores["ex2_db"]) == (1.0, 0.0)
+    scores, said = run_cells(nb, {"ex2_solution": answer.replace("return [dW, db]", "return [-dW, -db]")})
+    assert scores["ex2_training"] == 0.0 and "FAIL ex2_training" in said  # the loss rises: no point
