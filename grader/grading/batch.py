@@ -105,7 +105,7 @@ def _to_grade(course: Path, students: list[str], exercise: GradedExercise, force
 
 def _results(course: Path, summary: dict, exercise: GradedExercise) -> None:
     """Who was graded, each one's problems, the class's signs of cheating; the summary's file."""
-    reports, ninja = report_dir(course), exercise is spec.NINJA
+    reports = report_dir(course)
     graded = workers_mod.graded_in_gradebook(course, list(summary["students"]), exercise)
     for student, info in summary["students"].items():
         info["graded"] = (
@@ -114,14 +114,10 @@ def _results(course: Path, summary: dict, exercise: GradedExercise) -> None:
         record = exercise.records(reports) / f"{student}.json"
         if record.exists():
             info["problems"] = json.loads(record.read_text()).get("problems", [])
-    if ninja:  # its judge's flags and copied answers
-        seconds = end_checks_seconds(summary["seconds"])  # a share of the grading time, at least a floor
-        signs = suspicious.collect_findings(course, seconds=seconds)
-        summary["signs"] = str(suspicious.write(course, signs))
-        summary["not_compared"] = sorted({s for e in signs if e.kind == NOT_COMPARED for s in e.students})
-    else:  # a written exercise: its judge's flags, in its records
-        signs = suspicious.record_signs(suspicious.read_records(course, exercise.records(reports)))
-        summary["signs"] = str(exercise.records(reports))
+    seconds = end_checks_seconds(summary["seconds"])  # a share of the grading time, at least a floor
+    signs = suspicious.collect_findings(course, seconds=seconds, exercise=exercise)  # flags, copied answers
+    summary["signs"] = str(suspicious.write(course, signs, exercise))
+    summary["not_compared"] = sorted({s for e in signs if e.kind == NOT_COMPARED for s in e.students})
     summary["suspicious"] = len(suspicious.by_student([s for s in signs if s.kind != NOT_COMPARED]))
     exercise.batch_files(reports)[2].write_text(json.dumps(summary, indent=1))
 

@@ -17,7 +17,7 @@ from ..exercise import spec
 from ..exercise.graded import GradedExercise
 from ..settings import db_url, report_dir
 from .scores import StudentScores, read_scores
-from .suspicious import Entry, by_student, collect_findings, read_records, record_signs
+from .suspicious import Entry, by_student, collect_findings, read_records
 
 # a hint's numbers differ from student to student ("maxdiff 0.0673", "at line 6"): dropped to group them
 _VARYING = re.compile(r"\b(maxdiff|line) [-+0-9.e]+")
@@ -75,13 +75,11 @@ class ClassData:
 
 
 def load(course: Path, exercise: GradedExercise = spec.NINJA) -> ClassData:
-    """Everything the report shows; a record or log that is missing is simply not shown. A
-    written exercise's signs of cheating are its judge's flags (copied answers: Backprop Ninja's
-    only, for now)."""
-    reports, ninja = report_dir(course), exercise is spec.NINJA
+    """Everything the report shows; a record or log that is missing is simply not shown."""
+    reports = report_dir(course)
     records = read_records(course, exercise.records(reports))
     data = ClassData(read_scores(db_url(course), exercise), records=records, exercise=exercise)
-    data.suspicious = collect_findings(course, records=records) if ninja else record_signs(records)
+    data.suspicious = collect_findings(course, records=records, exercise=exercise)
     log, _, batch = exercise.batch_files(reports)
     if log.is_file():
         data.log = log.read_text(errors="replace").split(_LOG_SPLIT, 1)[0].splitlines()

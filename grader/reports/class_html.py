@@ -110,9 +110,9 @@ def _suspicious(data: ClassData) -> str:
     parts = ["<h2 id='suspicious'>Suspicious submissions</h2><p>Grades follow the replay either way.</p>"]
     for student, entries in flagged.items():
         record = data.records.get(student, {})
+        ids = lambda e: for_html(grade_ids_text(e.grade_ids, data.exercise))  # noqa: E731
         evidence = [
-            f"<b>{for_html(e.kind)}</b>{_pair(e, student)} ({for_html(grade_ids_text(e.grade_ids))}): "
-            + _evidence(e.evidence)
+            f"<b>{for_html(e.kind)}</b>{_pair(e, student)} ({ids(e)}): " + _evidence(e.evidence)
             for e in entries
         ]
         evidence += [f"finding: {for_html(f, 500)}" for f in record.get("findings", [])]

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..exercise import spec
 from ..exercise.cells import nbgrader_meta, strip_magics
+from ..exercise.graded import GradedExercise
 from ..quote import for_log
 from ..settings import NOTEBOOK_BYTES
 from ..verdicts.budget import NOT_COMPARED, TOO_LARGE, Budget, OverBudget, for_cell, for_class, for_submission
@@ -44,8 +45,6 @@ MIN_SHARED = 10  # fewer shared fingerprints (~2 lines) is what two honest varia
 MAX_HOLDERS = 10  # a fingerprint more students hold is common knowledge (MOSS's -m)
 THRESHOLD = 0.5  # shared / the smaller student's own fingerprints: a copier of part is seen too
 _EVIDENCE_ROWS = 12
-_NB = f"{spec.ASSIGNMENT}/{spec.NOTEBOOK}.ipynb"
-_ANSWERS = set(spec.ANSWER_CELLS.values())
 _SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION", re.M | re.S)
 _BROKEN = (ValueError, TypeError, RecursionError, MemoryError)  # a student's notebook we cannot read
 
@@ -91,10 +90,18 @@ def _winnow(hashes: list[int]) -> dict[int, int]:
     return picked
 
 
-def _given_names(sources: list[str], given: list[str]) -> set[str]:
+def _notebook(exercise: GradedExercise) -> str:
+    return f"{exercise.assignment}/{exercise.notebook}.ipynb"
+
+
+def _answers(exercise: GradedExercise) -> set[str]:
+    return {exercise.answer_cell(ex) for ex in exercise.exercises}
+
+
+def _given_names(sources: list[str], given: list[str], exercise: GradedExercise) -> set[str]:
     """The exercise's names: gradients, instructor's globals, what the lecture's answers read."""
-    fixed = set(dir(builtins)) | {spec.EX4_FUNCTION, *spec.EX4_ARGUMENTS}
-    fixed |= {g.name for g in spec.GRADIENTS} | {g.target for g in spec.GRADIENTS}
+    fixed = set(dir(builtins)) | {spec.EX4_FUNCTION, *exercise.training_arguments}
+    fixed |= {g.name for g in exercise.gradients} | {g.target for g in exercise.gradients}
     stored = lambda tree: {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.ctx != ast.Load()}
     for stmt in (s for t in given for s in statements(strip_magics(t))):  # loop variables are anyone's
         if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -107,16 +114,16 @@ def _given_names(sources: list[str], given: list[str]) -> set[str]:
     return fixed
 
 
-def _reference(course: Path) -> tuple[set[str], set[int]]:
+def _reference(course: Path, exercise: GradedExercise) -> tuple[set[str], set[int]]:
     """The names the exercise gives, and every k-gram of the instructor's notebook (the base)."""
-    cells = json.loads((course / "source" / _NB).read_text(encoding="utf-8"))["cells"]
+    cells = json.loads((course / "source" / _notebook(exercise)).read_text(encoding="utf-8"))["cells"]
     sources = ["".join(c["source"]) for c in cells if c.get("cell_type") == "code"]
     given = [_SOLUTION.sub(r"\1raise NotImplementedError()", s) for s in sources]  # the release's
-    fixed = _given_names(sources, given)
+    fixed = _given_names(sources, given, exercise)
     return fixed, {h for text in sources + given for h in _hashes(tokens(text, fixed)[0])}
 
 
-def _sources(path: Path):
+def _sources(path: Path, answers: set[str]):
     """(label, source) of the answer cells and the cells the student added; ValueError for a
     broken notebook, OverBudget for one larger than preflight reads."""
     try:
@@ -133,7 +140,7 @@ def _sources(path: Path):
         if not isinstance(source, str):
             raise ValueError(f"cell {i} has no text as its source")
         meta = nbgrader_meta(cell)
-        gid = g if isinstance(g := meta.get("grade_id"), str) and g in _ANSWERS else None
+        gid = g if isinstance(g := meta.get("grade_id"), str) and g in answers else None
         if cell.get("cell_type") == "code" and (gid or not meta):  # not the instructor's cells
             yield gid or f"cell {i} (added)", source
 
@@ -146,11 +153,13 @@ def _cell(label: str, source: str, fixed: set[str], budget: Budget) -> _Cell:
     return _Cell(label, source.split("\n"), found, line_of, prints)
 
 
-def _student_cells(student: str, path: Path, fixed: set[str], budget: Budget, notes: list) -> list[_Cell]:
+def _student_cells(
+    student: str, path: Path, fixed: set[str], budget: Budget, notes: list, answers: set[str]
+) -> list[_Cell]:
     """Each cell within its own budget and the submission's; a cell over its own is not compared,
     nor any past the submission's (listed in `notes`). ValueError for a broken notebook."""
     out, over, left = [], None, []
-    for label, source in _sources(path):
+    for label, source in _sources(path, answers):
         if over:
             left.append(label)
             continue
@@ -162,25 +171,26 @@ def _student_cells(student: str, path: Path, fixed: set[str], budget: Budget, no
                 raise
             reason = f"too large to compare ({reason or 'nested too deeply'})"
             if level == "cell":
-                notes.append(Skipped(student, TOO_LARGE, f"{label}: {reason}", sorted({label} & _ANSWERS)))
+                notes.append(Skipped(student, TOO_LARGE, f"{label}: {reason}", sorted({label} & answers)))
             else:
                 over, left = reason, [label]
     if over:
         named = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
-        notes.append(Skipped(student, TOO_LARGE, f"{named}: {over}", sorted(set(left) & _ANSWERS)))
+        notes.append(Skipped(student, TOO_LARGE, f"{named}: {over}", sorted(set(left) & answers)))
     return out
 
 
-def _fingerprints(course: Path, fixed: set[str], base: set[int], notes: list, budget: Budget):
+def _fingerprints(course: Path, exercise: GradedExercise, ref: tuple, notes: list, budget: Budget):
     """Each student's cells (the submitted copy, else the autograded one), and their fingerprints
     the base does not hold: hash -> (cell, token). Past the class's deadline: not compared."""
+    (fixed, base), answers, nb = ref, _answers(exercise), _notebook(exercise)
     paths = {
-        p.parts[-3]: p for stage in ("autograded", "submitted") for p in (course / stage).glob(f"*/{_NB}")
+        p.parts[-3]: p for stage in ("autograded", "submitted") for p in (course / stage).glob(f"*/{nb}")
     }
     cells, prints, students = {}, {}, sorted(paths.items())
     for n, (student, path) in enumerate(students):
         try:
-            cells[student] = _student_cells(student, path, fixed, for_submission(budget), notes)
+            cells[student] = _student_cells(student, path, fixed, for_submission(budget), notes, answers)
         except OverBudget as e:
             if e.level == "class":
                 notes += _not_compared([s for s, _ in students[n:]], budget)
@@ -220,7 +230,7 @@ def _shared(prints: dict, notes: list, budget: Budget) -> tuple[Counter, set[int
     return shared, common
 
 
-def _evidence(names, cells, prints, shared: set[int], own: tuple[int, int]) -> tuple[str, list[str]]:
+def _evidence(names, cells, prints, shared: set[int], own: tuple[int, int], answers) -> tuple[str, list[str]]:
     rows, cell_pairs = set(), Counter()
     for h in shared:
         (ca, pa), (cb, pb) = prints[0][h], prints[1][h]
@@ -239,25 +249,31 @@ def _evidence(names, cells, prints, shared: set[int], own: tuple[int, int]) -> t
         out.append(f"  {quote(cells[0][ca], la):<80} | {quote(cells[1][cb], lb)}")
     out += [f"  ... {len(rows) - _EVIDENCE_ROWS} more"] * (len(rows) > _EVIDENCE_ROWS)
     used = {cells[0][ca].label for ca, *_ in rows} | {cells[1][cb].label for _, _, cb, _ in rows}
-    return "\n".join(out), sorted(used & _ANSWERS)
+    return "\n".join(out), sorted(used & answers)
 
 
 def similar_pairs(
-    course: Path, *, threshold: float = THRESHOLD, notes: list | None = None, seconds: float | None = None
+    course: Path,
+    *,
+    threshold: float = THRESHOLD,
+    notes: list | None = None,
+    seconds: float | None = None,
+    exercise: GradedExercise = spec.NINJA,
 ) -> list[Finding]:
     """Pairs sharing at least MIN_SHARED fingerprints the lecture does not explain, and at least
     `threshold` of the smaller one's own; most similar first. A fingerprint held by more than
     MAX_HOLDERS (or 5% of the class) is common knowledge. What was not compared (Skipped) is
     told in `notes`; `seconds`: the class's deadline (None: none, each submission is bounded)."""
     notes, budget = [] if notes is None else notes, for_class(seconds)
-    cells, prints = _fingerprints(course, *_reference(course), notes, budget)
+    cells, prints = _fingerprints(course, exercise, _reference(course, exercise), notes, budget)
     shared, common = _shared(prints, notes, budget)
     findings = []
     for (a, b), n in shared.items():
         own = (len(prints[a].keys() - common), len(prints[b].keys() - common))
         if n >= MIN_SHARED and n / min(own) >= threshold:
             both = (prints[a].keys() & prints[b].keys()) - common
-            evidence, grade_ids = _evidence((a, b), (cells[a], cells[b]), (prints[a], prints[b]), both, own)
+            pair = ((a, b), (cells[a], cells[b]), (prints[a], prints[b]))
+            evidence, grade_ids = _evidence(*pair, both, own, _answers(exercise))
             findings.append((n / min(own), Finding((a, b), evidence, grade_ids)))
     return [f for _, f in sorted(findings, key=lambda x: (-x[0], x[1].students))]
 

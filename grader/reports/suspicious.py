@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..exercise import spec
+from ..exercise.graded import GradedExercise
 from ..quote import for_log
 from ..settings import report_dir
 from ..verdicts.flags import KERNEL
@@ -52,12 +53,16 @@ def read_records(course: Path, folder: Path | None = None) -> dict[str, dict]:
 
 
 def collect_findings(
-    course: Path, *, records: dict[str, dict] | None = None, seconds: float | None = None
+    course: Path,
+    *,
+    records: dict[str, dict] | None = None,
+    seconds: float | None = None,
+    exercise: GradedExercise = spec.NINJA,
 ) -> list[Entry]:
     """Every sign in the class, student by student, then the similar pairs (and what was not
     compared); `seconds`: similarity's deadline for the class (None: each submission's own only)."""
-    records = read_records(course) if records is None else records
-    return record_signs(records) + _similar(course, seconds)
+    records = read_records(course, exercise.records(report_dir(course))) if records is None else records
+    return record_signs(records) + _similar(course, seconds, exercise)
 
 
 def record_signs(records: dict[str, dict]) -> list[Entry]:
@@ -78,7 +83,9 @@ def _entries(student: str, record: dict) -> list[Entry]:
     return out
 
 
-def _similar(course: Path, seconds: float | None = None) -> list[Entry]:
+def _similar(
+    course: Path, seconds: float | None = None, exercise: GradedExercise = spec.NINJA
+) -> list[Entry]:
     """Pairs of near-identical submissions, from grader/reports/similarity.py if it is there, and
     the students or cells it did not compare."""
     try:
@@ -89,7 +96,7 @@ def _similar(course: Path, seconds: float | None = None) -> list[Entry]:
         return []  # HOOK (issue 11, section 5): similarity.py's pairs join the list here
     notes = []
     try:
-        pairs = similar_pairs(course, notes=notes, seconds=seconds)
+        pairs = similar_pairs(course, notes=notes, seconds=seconds, exercise=exercise)
     except (OSError, ValueError) as e:  # no instructor's notebook to compare against, say
         print(f"note: similar pairs not computed: {for_log(e)}", file=sys.stderr)
         return []
@@ -120,18 +127,18 @@ def collect(course: Path) -> dict[str, dict]:
     return out
 
 
-def write(course: Path, entries: list[Entry]) -> Path:
-    out = report_dir(course) / "suspicious.json"
+def write(course: Path, entries: list[Entry], exercise: GradedExercise = spec.NINJA) -> Path:
+    out = report_dir(course) / f"suspicious{exercise.suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps([e.to_json() for e in entries], indent=1))
     return out
 
 
-def grade_ids_text(grade_ids: list[str]) -> str:
+def grade_ids_text(grade_ids: list[str], exercise: GradedExercise = spec.NINJA) -> str:
     """`ex1` for all of exercise 1's grade ids, `24 of ex1's 26` for most of them, else the ids."""
     parts = []
-    for ex in sorted({g.exercise for g in spec.GRADED}):
-        whole = [g.grade_id for g in spec.GRADED if g.exercise == ex]
+    for ex in exercise.exercises:
+        whole = [g.grade_id for g in exercise.graded if g.exercise == ex]
         mine = [gid for gid in grade_ids if gid in whole]
         if len(whole) > 1 and len(mine) == len(whole):
             parts.append(f"ex{ex}")
@@ -139,7 +146,7 @@ def grade_ids_text(grade_ids: list[str]) -> str:
             parts.append(f"{len(mine)} of ex{ex}'s {len(whole)}")
         else:
             parts += mine
-    known = {g.grade_id for g in spec.GRADED}
+    known = {g.grade_id for g in exercise.graded}
     return ", ".join(parts + [gid for gid in grade_ids if gid not in known]) or "no grade id"
 
 

@@ -156,7 +156,7 @@ def test_the_lecture_solution_twice_is_not_a_pair(course, monkeypatch):
     assert similar_pairs(course) == []
     # what keeps them apart is the base (the reference solution), not a lack of likeness
     reference = similarity._reference
-    monkeypatch.setattr(similarity, "_reference", lambda c: (reference(c)[0], set()))
+    monkeypatch.setattr(similarity, "_reference", lambda c, e: (reference(c, e)[0], set()))
     assert [sorted(f.students) for f in similar_pairs(course)] == [["ann", "bob"]]
 
 
@@ -234,3 +234,28 @@ def test_added_cells_are_compared_and_locked_cells_are_not(course):
     assert [f.students for f in found] == [("pia", "quin")]
     assert found[0].grade_ids == []  # no answer cell involved
     assert "pia cell " in found[0].evidence and "(added) ~ quin cell " in found[0].evidence
+
+
+def test_a_written_exercises_copied_answers_are_a_pair(tmp_path):
+    """The GPT block's class: two students with the same answer in a style of their own are a
+    pair, found in its own notebooks (gpt_block/gpt_block.ipynb); the instructor's answer twice is not."""
+    import nbformat
+
+    from grader.authoring.notebook import instructor_notebook
+    from grader.exercise.definitions.gpt_block import GPT_BLOCK as GPT
+
+    from gpt_corpus import WRITTEN
+
+    nb = instructor_notebook(GPT)
+    (tmp_path / "source" / "gpt_block").mkdir(parents=True)
+    nbformat.write(nb, tmp_path / "source" / "gpt_block" / "gpt_block.ipynb")
+    own = GPT.solution.replace(".flatten(0, 1)", ".reshape(B*T, -1)").replace(
+        ".sum((0, 1))", ".sum(0).sum(0)"
+    )
+    for student, answer in (("ann", own), ("bob", own), ("cy", GPT.solution), ("dee", GPT.solution)):
+        mine = nbformat.from_dict(nb)
+        next(c for c in mine.cells if c.metadata["nbgrader"]["grade_id"] == "ex1_solution").source = answer
+        (tmp_path / "submitted" / student / "gpt_block").mkdir(parents=True)
+        nbformat.write(mine, tmp_path / "submitted" / student / "gpt_block" / "gpt_block.ipynb")
+    (found,) = similar_pairs(tmp_path, exercise=WRITTEN)
+    assert found.students == ("ann", "bob") and found.grade_ids == ["ex1_solution"]  # not cy with dee
