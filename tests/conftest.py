@@ -196,6 +196,14 @@ def names_txt() -> Path:
     return p
 
 
+@pytest.fixture(scope="session")
+def names_folder(tmp_path_factory, names_txt) -> Path:
+    """A folder holding names.txt, where a written exercise's setup cells run (the GPT block's)."""
+    folder = tmp_path_factory.mktemp("names")
+    shutil.copy(names_txt, folder / "names.txt")
+    return folder
+
+
 def nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run a real nbgrader command in `course`, with the virtualenv's bin/ on PATH (alembic)."""
     proc = run_nbgrader(course, *args, capture_output=True, text=True, timeout=1800)

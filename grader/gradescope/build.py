@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..exercise import spec
 from ..exercise.graded import GradedExercise
-from ..preprocessors.scope import course_exercise
+from ..preprocessors.scope import NotAnExercise, required_exercise
 from . import requirements, scripts
 from .requirements import Pin
 
@@ -67,13 +67,10 @@ class BuildError(ValueError):
 
 
 def find_exercise(course: Path, assignment: str) -> GradedExercise:
-    exercise = course_exercise(course, assignment)
-    if exercise is None:
-        raise BuildError(
-            f"{assignment} is not an exercise the kit grades in {course / 'source'} "
-            f"({spec.ASSIGNMENT}, or one written by `backprop-ninja new`)"
-        )
-    return exercise
+    try:
+        return required_exercise(course, assignment)
+    except NotAnExercise as e:
+        raise BuildError(str(e)) from None
 
 
 def data_files(exercise: GradedExercise) -> tuple[str, ...]:

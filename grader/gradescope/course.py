@@ -21,7 +21,7 @@ from ..exercise.graded import GradedExercise
 from ..grading.nbgrader_cli import run_nbgrader
 from ..incoming import intake
 from ..incoming.preflight import check_submission
-from ..preprocessors.scope import course_exercise
+from ..preprocessors.scope import NotAnExercise, required_exercise
 from ..preprocessors.unsandboxed import ALLOW_FLAG
 from ..reports.scores import read_scores
 from ..settings import AUTOGRADE_SECONDS, report_dir
@@ -42,10 +42,10 @@ def zip_exercise(template: Path, settings: dict) -> GradedExercise:
     """The exercise the zip grades, found in its course as the batch finds it; a zip built
     before it named one grades Backprop Ninja, as it always did."""
     assignment = settings.get("assignment") or spec.ASSIGNMENT
-    exercise = course_exercise(template, assignment)
-    if exercise is None:
-        raise RuntimeError(f"{assignment} is not an exercise the kit grades in {template / 'source'}")
-    return exercise
+    try:
+        return required_exercise(template, assignment)
+    except NotAnExercise as e:
+        raise RuntimeError(str(e)) from None
 
 
 def _db_url(course: Path) -> str:

@@ -26,7 +26,7 @@ from ..exercise.graded import GradedExercise
 from ..incoming import intake
 from ..incoming.preflight import check_submission
 from ..preprocessors import unsandboxed
-from ..preprocessors.scope import course_exercise
+from ..preprocessors.scope import NotAnExercise, required_exercise
 from ..quote import for_log
 from ..reports import suspicious
 from ..settings import report_dir
@@ -84,13 +84,10 @@ def run(
 
 
 def _exercise(course: Path, assignment: str) -> GradedExercise:
-    exercise = course_exercise(course, assignment)
-    if exercise is None:
-        raise BatchError(
-            f"{assignment} is not an exercise the kit grades ({spec.ASSIGNMENT}, or one written by "
-            f"`backprop-ninja new`): grade it with `nbgrader autograde {assignment}`"
-        )
-    return exercise
+    try:
+        return required_exercise(course, assignment)
+    except NotAnExercise as e:
+        raise BatchError(f"{e}: grade it with `nbgrader autograde {assignment}`") from None
 
 
 def _to_grade(course: Path, students: list[str], exercise: GradedExercise, force: bool) -> list[str]:

@@ -59,6 +59,21 @@ def course_exercise(course: Path, assignment: str) -> GradedExercise | None:
     return None
 
 
+class NotAnExercise(LookupError):
+    """An assignment the kit does not grade; the message says so for a TA or an instructor."""
+
+
+def required_exercise(course: Path, assignment: str) -> GradedExercise:
+    """course_exercise, or NotAnExercise saying where it looked."""
+    exercise = course_exercise(course, assignment)
+    if exercise is None:
+        raise NotAnExercise(
+            f"{assignment} is not an exercise the kit grades in {course / 'source'} "
+            f"({spec.ASSIGNMENT}, or one written by `backprop-ninja new`)"
+        )
+    return exercise
+
+
 @lru_cache(maxsize=16)
 def _written(path: str, mtime: int, assignment: str, notebook: str) -> GradedExercise | None:
     written = GradedExercise.from_metadata(nbformat.read(path, as_version=4).metadata)

@@ -17,7 +17,7 @@ from nbgrader.api import Gradebook
 from ..exercise import spec
 from ..exercise.graded import GradedExercise
 from ..incoming.lms_names import read_learned
-from ..preprocessors.scope import course_exercise
+from ..preprocessors.scope import NotAnExercise, required_exercise
 from ..settings import db_url
 from . import class_report, exports
 from .roster import CANVAS_IDS, MOODLE_IDS, Directory, RosterError, read_roster
@@ -77,9 +77,10 @@ def main(argv: list[str]) -> int:
     except RosterError as e:
         print(e, file=sys.stderr)
         return 2
-    exercise = course_exercise(course, args.assignment)
-    if exercise is None:
-        print(f"error: {args.assignment} is not an exercise the kit grades", file=sys.stderr)
+    try:
+        exercise = required_exercise(course, args.assignment)
+    except NotAnExercise as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     people = Directory(roster, read_learned(course), args.canvas_id_column, args.moodle_id_column)
     print(table(read_scores(db_url(course), exercise), exercise))

@@ -6,8 +6,6 @@ cells give every point to that solution."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -22,10 +20,8 @@ from authored_cells import run_cells
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory, names_txt):
-    folder = tmp_path_factory.mktemp("gpt_block")
-    shutil.copy(names_txt, folder / "names.txt")
-    return folder
+def folder(names_folder):
+    return names_folder
 
 
 @pytest.fixture(scope="module")

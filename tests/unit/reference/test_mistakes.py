@@ -5,7 +5,6 @@ is a real one (not the right value), and the hint names it when a student makes 
 from __future__ import annotations
 
 import dataclasses
-import shutil
 
 import pytest
 import torch
@@ -22,10 +21,8 @@ from tiny_exercise import TINY
 
 
 @pytest.fixture(scope="module")
-def gpt(tmp_path_factory, names_txt):
-    folder = tmp_path_factory.mktemp("gpt_mistakes")
-    shutil.copy(names_txt, folder / "names.txt")
-    ns = run_notebook_code(GPT, folder)[0]
+def gpt(names_folder):
+    ns = run_notebook_code(GPT, names_folder)[0]
     return definition_autograd(GPT, {k: ns[k] for k in (*GPT.params, *GPT.data, *GPT.constants)})
 
 

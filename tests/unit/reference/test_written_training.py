@@ -5,8 +5,6 @@ manual_backward reaches autograd's run, and a wrong direction or shape loses the
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 
@@ -27,10 +25,8 @@ SETTINGS = JudgeSettings(seed=11)
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory, names_txt):
-    folder = tmp_path_factory.mktemp("gpt_training")
-    shutil.copy(names_txt, folder / "names.txt")
-    return folder
+def folder(names_folder):
+    return names_folder
 
 
 @pytest.fixture(scope="module")
