@@ -34,6 +34,24 @@ def _nbgrader_processes(course) -> list[int]:
     return found
 
 
+# Starts what follows it with SIGINT as a shell's foreground command has it: handled by default,
+# not blocked. The test runner's worker may carry another disposition or mask, which a child
+# inherits across exec (the batch then never sees the Ctrl-C, and its run goes on to the end).
+# An exec, not preexec_fn: the worker has threads. The pid stays the batch's.
+AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+def _signal_state(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "gone"
+    return " ".join(line for line in status.splitlines() if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
+
+
 def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, new_course):
     course = new_course(tmp_path / "course")
     # two copies of the demo class: the interrupt goes as soon as the log has its first graded
@@ -41,14 +59,20 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(tmp_path, new_course):
     samples = [replace(s, student=f"{s.student}{k}") for k in (1, 2) for s in DEMO]
     write_submissions(samples, course=course)
     batch = [sys.executable, "-m", "grader", "grade", str(course), "--workers", "2", "--quiet"]
-    proc = subprocess.Popen(batch, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, *batch],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     log = course / "reports" / "autograde.log"
     deadline = time.monotonic() + 600
     while not (log.exists() and "] graded " in log.read_text()) and time.monotonic() < deadline:
         time.sleep(0.2)
+    state = _signal_state(proc.pid)  # the evidence, should Ctrl-C not stop it
     proc.send_signal(signal.SIGINT)  # what a terminal's Ctrl-C sends the batch
     out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out[-2000:]
+    assert proc.returncode == 130, f"{state}\n{log.read_text()[-1500:]}\n{out[-1500:]}"
     assert "run the same command again" in out
     left = _nbgrader_processes(course)
     for _ in range(100):  # a worker's exit closes its warm kernel server first: a moment, not more
