@@ -143,3 +143,10 @@ def test_the_training_exercise_earns_its_points_and_a_wrong_gradient_costs_its_o
     assert (scores["ex2_dW"], scores["ex2_db"]) == (1.0, 0.0)
     scores, said = run_cells(nb, {"ex2_solution": answer.replace("return [dW, db]", "return [-dW, -db]")})
     assert scores["ex2_training"] == 0.0 and "FAIL ex2_training" in said  # the loss rises: no point
+
+
+def test_the_autograders_kernel_trains_a_short_run(monkeypatch):
+    """Under nbgrader the kernel's loop is show-only (the replay trains and decides): 100 steps."""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    scores, said = run_cells(instructor_notebook(TRAINED))
+    assert "   99/100:" in said and "/200:" not in said and scores["ex2_training"] == 1.0
