@@ -7,7 +7,9 @@ tolerance to a quarter of the reference run's fall).
 Measured, 16 seeds x 100 steps (kit 2.64-2.73): Bessel, 1-h, dC with =, 0.75x gradients end
 within +0.06 and pass; 0.5x within +0.17 (8/16 also beat 2.81); 10*param ends at ln 27, +0.56;
 zeroing the hidden layer but learning the rest +0.10..+0.20: only the context-free bound
-(~2.81 on names.txt) stops it. The GPT block, 3 seeds x 100 steps: the closing note of issue 21.
+(~2.81 on names.txt) stops it. The GPT block, 3 seeds x 100 steps (4.02-4.18 -> 2.70-2.73 with
+autograd's): 0.5x gradients end within +0.09 and pass; dwte negated ends +0.55 over and fails;
+all negated diverge; training wte alone, +0.05..+0.12, passes (its gradients' points do not).
 """
 
 from __future__ import annotations
