@@ -1,7 +1,7 @@
 """Grading a class on a Dask cluster (`backprop-ninja grade --scheduler tcp://HOST:8786`).
 
-No shared filesystem: each task ships the course's common files (once per worker) and one
-submission to a worker, which grades it with real nbgrader and the kit's configuration
+No shared filesystem: each task ships the course's common files (once per worker) and a few
+submissions to a worker, which grades it with real nbgrader and the kit's configuration
 (remote.py) and ships back the autograded notebook and the replay record. The coordinator
 alone writes files and the gradebook: a last `nbgrader autograde` pass records each worker's
 notebook as it is (UseRemoteResult), so the gradebook, feedback and export work unchanged.
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ..exercise.graded import GradedExercise
-from ..settings import CLUSTER_RETRIES, report_dir
+from ..settings import CLUSTER_RETRIES, CLUSTER_TASK_SUBMISSIONS, report_dir
 from . import remote
 from .bundles import pack, unpack
 from .progress import Progress
@@ -33,9 +33,17 @@ def common_files(course: Path, exercise: GradedExercise) -> bytes:
     return pack(course, ["nbgrader_config.py", f"source/{a}", f"release/{a}"])
 
 
-def submission_files(course: Path, student: str, exercise: GradedExercise) -> bytes:
+def submission_files(course: Path, students: list[str], exercise: GradedExercise) -> bytes:
     reports = report_dir(course).relative_to(course)
-    return pack(course, [f"submitted/{student}/{exercise.assignment}", f"{reports}/intake/{student}.json"])
+    paths = [f"submitted/{s}/{exercise.assignment}" for s in students]
+    return pack(course, paths + [f"{reports}/intake/{s}.json" for s in students])
+
+
+def chunks(students: list[str], workers: int) -> list[list[str]]:
+    """Tasks of a few submissions each: one nbgrader process and its warm servers for all of
+    them, and still about four tasks a worker, so a slow or lost one is a small part of the class."""
+    size = max(1, min(CLUSTER_TASK_SUBMISSIONS, len(students) // (4 * workers))) if workers > 0 else 1
+    return [students[i : i + size] for i in range(0, len(students), size)]
 
 
 def assignment_of(exercise: GradedExercise) -> remote.Assignment:
@@ -53,53 +61,79 @@ def grade(
     progress: Progress,
 ) -> list[str]:
     """Grade on the cluster; returns the students whose results came back, staged for the
-    coordinator's recording pass (FINISH)."""
-    from distributed import Client, as_completed
+    coordinator's recording pass (FINISH). A submission whose task brought nothing back is
+    tried once more in a task of its own."""
+    from distributed import Client
 
-    back = []
     with Client(scheduler) as client:
-        common = client.scatter(common_files(course, exercise), broadcast=True)
-        assignment = assignment_of(exercise)
-        futures = {
-            client.submit(
-                remote.grade_submission,
-                common,
-                submission_files(course, s, exercise),
-                s,
-                list(extra),
-                assignment,
-                key=f"backprop-ninja-{s}",
-                pure=False,
-                retries=CLUSTER_RETRIES,
-            ): s
-            for s in students
-        }
-        for future in as_completed(futures):
-            student = futures[future]
-            try:
-                _stage(course, student, future.result(), assignment)
-            except Exception as e:  # a worker's failure costs its submission only
-                progress.failed(student, f"on the cluster: {type(e).__name__}: {str(e)[:300]}")
-                continue
-            back.append(student)
-            progress.done(student)
+        return _grade_on(client, course, exercise, students, extra, progress)
+
+
+def _grade_on(client, course, exercise, students, extra, progress) -> list[str]:
+    common = client.scatter(common_files(course, exercise), broadcast=True)
+    tasks = chunks(students, len(client.scheduler_info()["workers"]))
+    back, failed = _round(
+        client, course, exercise, common, tasks, extra, progress, len(tasks) == len(students)
+    )
+    if failed and len(tasks) < len(students):
+        progress.note(f"{len(failed)} not graded: trying them once more, one a task")
+        back += _round(client, course, exercise, common, [[s] for s in failed], extra, progress, True)[0]
     return back
 
 
-def _stage(course: Path, student: str, result: bytes, assignment: remote.Assignment) -> None:
-    """The worker's notebook to the staging folder, its replay record to the reports."""
-    reports = report_dir(course)
+def _round(client, course, exercise, common, tasks, extra, progress, final) -> tuple[list[str], list[str]]:
+    """One round of tasks; the students staged, and those not."""
+    from distributed import as_completed
+
+    assignment, back, failed = assignment_of(exercise), [], []
+    futures = {
+        client.submit(
+            remote.grade_submissions,
+            common,
+            submission_files(course, task, exercise),
+            task,
+            list(extra),
+            assignment,
+            key=f"backprop-ninja-{task[0]}-{len(task)}-{final}",
+            pure=False,
+            retries=CLUSTER_RETRIES,
+        ): task
+        for task in tasks
+    }
+    for future in as_completed(futures):
+        task = futures[future]
+        try:
+            problems = _stage(course, task, future.result(), assignment)
+        except Exception as e:  # a worker's failure costs its task only
+            problems = dict.fromkeys(task, f"on the cluster: {type(e).__name__}: {str(e)[:300]}")
+        for student in task:
+            if student in problems:
+                progress.failed(student, problems[student], final=final)
+                failed.append(student)
+            else:
+                back.append(student)
+                progress.done(student)
+    return back, failed
+
+
+def _stage(course: Path, students: list[str], result: bytes, assignment: remote.Assignment) -> dict[str, str]:
+    """Each worker's notebook to the staging folder, its replay record to the reports; the
+    students whose notebook did not come back, with the worker's log."""
+    reports, problems = report_dir(course), {}
     with tempfile.TemporaryDirectory() as tmp:
         unpack(result, Path(tmp))
-        nb = Path(tmp) / "autograded" / student / assignment.name / f"{assignment.notebook}.ipynb"
-        if not nb.is_file():
-            log = Path(tmp) / reports.relative_to(course) / "remote.log"
-            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
-            raise RuntimeError(f"the worker's nbgrader did not grade it:\n{tail}")
-        staged = reports / "remote" / student
-        staged.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(nb, staged / nb.name)
-        record = Path(tmp) / reports.relative_to(course) / assignment.records / f"{student}.json"
-        if record.is_file():
-            (reports / assignment.records).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(record, reports / assignment.records / record.name)
+        for student in students:
+            nb = Path(tmp) / "autograded" / student / assignment.name / f"{assignment.notebook}.ipynb"
+            if not nb.is_file():
+                log = Path(tmp) / reports.relative_to(course) / "remote.log"
+                tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+                problems[student] = f"the worker's nbgrader did not grade it:\n{tail}"
+                continue
+            staged = reports / "remote" / student
+            staged.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(nb, staged / nb.name)
+            record = Path(tmp) / reports.relative_to(course) / assignment.records / f"{student}.json"
+            if record.is_file():
+                (reports / assignment.records).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(record, reports / assignment.records / record.name)
+    return problems

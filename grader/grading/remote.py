@@ -2,7 +2,7 @@
 the kit installed and nothing of the course but what a task brings.
 
 A worker process prepares the course once (its configuration, the assignment and a gradebook
-of its own), then grades one submission per task with real `nbgrader autograde` and the
+of its own), then grades a few submissions per task with real `nbgrader autograde` and the
 kit's configuration, and returns the autograded folder and the replay record. It never
 touches the course's gradebook: the coordinator alone writes that.
 """
@@ -36,25 +36,29 @@ _courses: dict[tuple[str, str], Path] = {}
 _lock = threading.Lock()  # one submission at a time per worker process: one core each
 
 
-def grade_submission(
-    common: bytes, submission: bytes, student: str, nbgrader_args: list[str], assignment: Assignment
+def grade_submissions(
+    common: bytes, submissions: bytes, students: list[str], nbgrader_args: list[str], assignment: Assignment
 ) -> bytes:
-    """The packed results of grading `student` (result_paths)."""
+    """The packed results of grading `students` (result_paths of each) in one nbgrader process:
+    its warm kernel and replay servers serve them all, as a local worker's share."""
     with _lock:
         course = _prepared(common, assignment.name)
-        folder = course / "submitted" / student
+        submitted = course / "submitted"
+        for left in submitted.iterdir() if submitted.is_dir() else []:  # only this task's are graded
+            shutil.rmtree(left, ignore_errors=True)
         try:
-            unpack(submission, course)
-            done = _nbgrader(
-                course, "autograde", assignment.name, "--force", f"--student={student}", *nbgrader_args
-            )
+            unpack(submissions, course)
+            only = [f"--student={students[0]}"] if len(students) == 1 else []
+            done = _nbgrader(course, "autograde", assignment.name, "--force", *only, *nbgrader_args)
             log = report_dir(course) / "remote.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(done.stdout[-200_000:])
-            return pack(course, result_paths(course, student, assignment.records))
+            paths = [p for s in students for p in result_paths(course, s, assignment.records)]
+            return pack(course, sorted(set(paths)))
         finally:
-            for path in (folder, course / "autograded" / student):
-                shutil.rmtree(path, ignore_errors=True)
+            for student in students:
+                for path in (submitted / student, course / "autograded" / student):
+                    shutil.rmtree(path, ignore_errors=True)
 
 
 def result_paths(course: Path, student: str, records: str) -> list[str]:

@@ -114,14 +114,19 @@ def test_a_class_graded_on_the_cluster(tmp_path, new_course, scheduler):
 
 def test_a_written_exercise_graded_on_the_cluster(tmp_path, new_course, scheduler):
     """An exercise written from its definition goes to the workers by its name: its source (the
-    definition in its metadata) with it, its records back in reports/replay-tiny/."""
+    definition in its metadata) with it, its records back in reports/replay-tiny/. 16 students on
+    2 workers go as tasks of 2, each task one nbgrader process on its worker."""
     course = new_course(tmp_path / "course")
     made = _kit("new", str(ROOT / "tests" / "tiny_exercise.py"), str(course))
     assert made.returncode == 0, made.stdout + made.stderr
     nbgrader(course, "generate_assignment", "tiny", "--force")
     release = nbformat.read(course / "release" / "tiny" / "tiny.ipynb", 4)
     transposed = TINY.solution.replace("dW = X.T @ dlogits", "dW = dlogits.T @ X")
-    answers = {"right": TINY.solution, "transposed": transposed}
+    answers = {
+        f"{kind}{k}": a
+        for k in range(8)
+        for kind, a in (("right", TINY.solution), ("transposed", transposed))
+    }
     for student, answer in answers.items():
         nb = nbformat.from_dict(release)
         next(c for c in nb.cells if c.metadata["nbgrader"]["grade_id"] == "ex1_solution").source = answer
@@ -136,13 +141,16 @@ def test_a_written_exercise_graded_on_the_cluster(tmp_path, new_course, schedule
         }
     ex1 = [g.grade_id for g in TINY.gradients()]
     assert scores == {
-        "right": {g: 1.0 for g in ex1},
-        "transposed": {g: 0.0 if g == "ex1_dW" else 1.0 for g in ex1},
+        s: {g: 0.0 if g == "ex1_dW" and s.startswith("transposed") else 1.0 for g in ex1} for s in answers
     }
     records = course / "reports" / "replay-tiny"
-    assert sorted(p.stem for p in records.glob("*.json")) == ["right", "transposed"]
-    assert "transposed" in json.loads((records / "transposed.json").read_text())["verdicts"]["ex1_dW"]["hint"]
+    assert sorted(p.stem for p in records.glob("*.json")) == sorted(answers)
+    assert (
+        "transposed" in json.loads((records / "transposed3.json").read_text())["verdicts"]["ex1_dW"]["hint"]
+    )
     assert not (course / "reports" / "replay").exists()
+    log = (course / "reports" / "autograde-tiny.log").read_text()
+    assert "16 to grade" in log and "trying them once more" not in log  # every task brought its students back
 
 
 def _kit(*args: str) -> subprocess.CompletedProcess:

@@ -55,7 +55,7 @@ def test_a_task_carries_one_submission_and_its_notes(tmp_path):
         (tmp_path / "submitted" / student / "backprop_ninja" / "backprop_ninja.ipynb").write_text("{}")
     (tmp_path / "reports" / "intake").mkdir(parents=True)
     (tmp_path / "reports" / "intake" / "alice.json").write_text("{}")
-    with tarfile.open(fileobj=io.BytesIO(cluster.submission_files(tmp_path, "alice", spec.NINJA))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(cluster.submission_files(tmp_path, ["alice"], spec.NINJA))) as tar:
         names = tar.getnames()
     assert "submitted/alice/backprop_ninja/backprop_ninja.ipynb" in names
     assert "reports/intake/alice.json" in names
@@ -83,7 +83,7 @@ def test_a_written_exercise_travels_with_its_own_names(tmp_path):
     (tmp_path / "submitted" / "alice" / "tiny" / "tiny.ipynb").write_text("{}")
     with tarfile.open(fileobj=io.BytesIO(cluster.common_files(tmp_path, written))) as tar:
         assert "source/tiny/tiny.ipynb" in tar.getnames()
-    with tarfile.open(fileobj=io.BytesIO(cluster.submission_files(tmp_path, "alice", written))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(cluster.submission_files(tmp_path, ["alice"], written))) as tar:
         assert "submitted/alice/tiny/tiny.ipynb" in tar.getnames()
     assignment = cluster.assignment_of(written)
     assert assignment == remote.Assignment("tiny", "tiny", "replay-tiny")
@@ -95,12 +95,27 @@ def test_a_written_exercise_travels_with_its_own_names(tmp_path):
     (worker / "reports" / "replay-tiny" / "alice.json").write_text('{"student": "alice"}')
     course = tmp_path / "course"
     course.mkdir()
-    cluster._stage(
-        course, "alice", pack(worker, remote.result_paths(worker, "alice", "replay-tiny")), assignment
-    )
+    back = pack(worker, remote.result_paths(worker, "alice", "replay-tiny"))
+    problems = cluster._stage(course, ["alice", "bob"], back, assignment)  # bob's did not come back
+    assert list(problems) == ["bob"] and "the worker's nbgrader did not grade it" in problems["bob"]
     assert (course / "reports" / "replay-tiny" / "alice.json").read_text() == '{"student": "alice"}'
     assert staged_notebook(course, "alice", "tiny").is_file()
     assert not (course / "reports" / "replay").exists()
+
+
+@pytest.mark.parametrize(
+    "n,workers,sizes",
+    [
+        (5, 2, [1, 1, 1, 1, 1]),  # a small class: one a task, as before
+        (40, 2, [5] * 8),  # about four tasks a worker
+        (200, 2, [8] * 25),  # never more than CLUSTER_TASK_SUBMISSIONS a task
+        (3, 0, [1, 1, 1]),  # no worker known yet: one a task
+    ],
+)
+def test_a_task_grades_a_few_submissions(n, workers, sizes):
+    students = [f"s{i:03d}" for i in range(n)]
+    tasks = cluster.chunks(students, workers)
+    assert [len(t) for t in tasks] == sizes and [s for t in tasks for s in t] == students
 
 
 def test_the_finishing_pass_records_the_workers_notebook(tmp_path):
@@ -122,3 +137,39 @@ def test_the_finishing_pass_records_the_workers_notebook(tmp_path):
 def test_the_finishing_pass_only_records():
     assert any("UseRemoteResult" in a for a in cluster.FINISH)
     assert all("Execute" not in a and "ReplayGrades" not in a for a in cluster.FINISH)
+
+
+def test_a_submission_a_task_did_not_bring_back_is_tried_once_more_alone(tmp_path, monkeypatch):
+    """The coordinator's rounds (the tasks themselves run on real workers in tests/e2e/test_cluster.py):
+    16 students on 2 workers go as 8 tasks of 2; the one a task lost is tried again in a task of its
+    own, as final; a round of single tasks is final at once."""
+    rounds = []
+
+    def fake_round(client, course, exercise, common, tasks, extra, progress, final):
+        rounds.append(([len(t) for t in tasks], final))
+        flat = [s for t in tasks for s in t]
+        lost = ["s03"] if len(rounds) == 1 else []
+        return [s for s in flat if s not in lost], lost
+
+    class Client:  # the two calls _grade_on makes of distributed's Client before its rounds
+        def scatter(self, data, broadcast):
+            return data
+
+        def scheduler_info(self):
+            return {"workers": {"w1": {}, "w2": {}}}
+
+    class Notes:
+        said: list = []
+
+        def note(self, text):
+            self.said.append(text)
+
+    monkeypatch.setattr(cluster, "_round", fake_round)
+    monkeypatch.setattr(cluster, "common_files", lambda course, exercise: b"")
+    students, notes = [f"s{i:02d}" for i in range(16)], Notes()
+    back = cluster._grade_on(Client(), tmp_path, spec.NINJA, students, [], notes)
+    assert rounds == [([2] * 8, False), ([1], True)] and sorted(back) == students
+    assert notes.said == ["1 not graded: trying them once more, one a task"]
+    rounds.clear()
+    cluster._grade_on(Client(), tmp_path, spec.NINJA, students[:5], [], notes)
+    assert rounds == [([1] * 5, True)]  # one a task already: nothing to try alone
