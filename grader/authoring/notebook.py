@@ -183,8 +183,7 @@ def training_answer(d: Definition) -> str:
 
 
 def _training_loop(d: Definition, t: Training, call: str) -> str:
-    batch = next((c.code for c in d.setup if c.grade_id == "batch"), "")
-    step = (batch + "\n" if batch else "") + d.forward_source()
+    step = (d.batch.code + "\n" if d.batch else "") + d.forward_source()
     return (
         f"# train with your backward pass: no loss.backward()\nlr = {t.learning_rate!r}\n"
         f"max_steps = {t.steps}\nif os.environ.get('NBGRADER_EXECUTION'):\n"

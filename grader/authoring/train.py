@@ -29,7 +29,7 @@ class TrainRun:
 
 def train(d: Definition, folder: Path, steps: int, lr: float, *, decay_at: float = 0.75) -> TrainRun:
     """SGD for `steps` steps, the rate divided by 10 after `decay_at` of them (the lecture's)."""
-    batch = next((c for c in d.setup if c.grade_id == "batch"), None)
+    batch = d.batch
     if batch is None or not d.solution:
         raise ValueError(f"{d.name}: training needs a setup cell named 'batch' and the exercise-1 solution")
     ns, _ = run_notebook_code(d, folder)  # the parameters as autograd's pass left them: detached

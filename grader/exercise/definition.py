@@ -171,6 +171,12 @@ class Definition:
         return [s for s in self.steps if s.name in between]
 
     @property
+    def batch(self) -> Cell | None:
+        """The setup cell named `batch`, which draws a batch: the replay may resize it, and a
+        training loop runs it again each step."""
+        return next((c for c in self.setup if c.grade_id == "batch"), None)
+
+    @property
     def loss(self) -> str:
         return self.steps[-1].name
 
@@ -213,7 +219,7 @@ class Definition:
             "zero_gradients": dict(self.zero_gradients),
             "steps": [[s.name, s.expr, s.note] for s in self.steps],
             "in_one_go": [[g.exercise, g.target, g.start, g.points] for g in self.in_one_go],
-            "training": _fields(self.training, ("exercise", "learning_rate", "steps", "points")),
+            "training": [t.exercise, t.learning_rate, t.steps, t.points] if (t := self.training) else None,
             "setup": [[c.grade_id, c.code, c.text] for c in self.setup],
         }
 
@@ -290,7 +296,3 @@ class Definition:
     def forward_source(self) -> str:
         """The forward cell's code: each step on its line, its note beside it."""
         return "\n".join(f"{s.name} = {s.expr}" + (f" # {s.note}" if s.note else "") for s in self.steps)
-
-
-def _fields(record, names: tuple[str, ...]) -> list | None:
-    return [getattr(record, n) for n in names] if record is not None else None

@@ -66,7 +66,7 @@ class GradedExercise:
     def written(cls, d: Definition) -> GradedExercise:
         """An exercise written from its definition (grader/authoring/notebook.py's cells)."""
         checks = {f"ex{ex}_check" for ex in {g.exercise for g in d.gradients()}}
-        batch = next((c.grade_id for c in d.setup if c.grade_id == "batch"), None)
+        batch = d.batch and d.batch.grade_id
         t = d.training
         cells = frozenset({"autograd", *checks, *([training_cell(t.exercise)] if t else [])})
         return cls(

@@ -48,8 +48,7 @@ def grade_submissions(
             shutil.rmtree(left, ignore_errors=True)
         try:
             unpack(submissions, course)
-            only = [f"--student={students[0]}"] if len(students) == 1 else []
-            done = _nbgrader(course, "autograde", assignment.name, "--force", *only, *nbgrader_args)
+            done = _nbgrader(course, "autograde", assignment.name, "--force", *nbgrader_args)  # all submitted
             log = report_dir(course) / "remote.log"
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(done.stdout[-200_000:])

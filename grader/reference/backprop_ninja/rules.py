@@ -51,7 +51,7 @@ def _n(v):
 
 
 # The local rule of each step of the definition's forward pass (its expression is beside it in
-# grader/exercise/definitions/backprop_ninja.py): d_out -> each input's share.
+# grader/exercise/definitions/backprop_ninja/): d_out -> each input's share.
 RULES: dict[str, Callable[[dict, torch.Tensor], dict[str, torch.Tensor]]] = {
     "emb": _emb_backward,
     "embcat": lambda v, d: {"emb": d.view(v["emb"].shape)},
