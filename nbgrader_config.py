@@ -31,7 +31,7 @@ from grader.incoming.intake import ACTIVE_FILE_PATTERNS  # noqa: E402
 
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"] + ACTIVE_FILE_PATTERNS
 
-# Exercise 4 trains for 200 steps under grading (under a second); 120 s per cell is ample.
+# Exercise 4 trains for 20 steps under grading (a tenth of a second); 120 s per cell is ample.
 c.Execute.timeout = 120
 
 # Grades are decided by a replay of each submission on fresh inputs, outside the student's

@@ -36,7 +36,7 @@ from ..settings import (
     START_ATTEMPTS,
     SUBMISSION_SECONDS,
 )
-from . import unsandboxed
+from . import show_only, unsandboxed
 from .scope import kit_assignment
 
 
@@ -77,6 +77,12 @@ class LimitedExecute(Execute):
         "the grader. Default: BACKPROP_NINJA_ALLOW_UNSANDBOXED (grader/settings.py).",
     ).tag(config=True)
 
+    run_show_only = Bool(
+        False,
+        help="Also run the code cells after the last graded or answer cell (grader/preprocessors/"
+        "show_only.py): they cannot change a grade, and under the grader only show a briefly trained net.",
+    ).tag(config=True)
+
     @default("iopub_timeout")
     def _iopub_timeout(self):
         return IOPUB_SECONDS  # nbclient's 4 s lost a loaded grader's last outputs (grader/settings.py)
@@ -106,6 +112,7 @@ class LimitedExecute(Execute):
             set(),
         )
         self._cell_timeout, self._cells_started = self.timeout, 0
+        self._show_only = set() if self.run_show_only else show_only.show_only(nb.cells)
         name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name", "python")
         self._unsandboxed = unsandboxed.kernel_problem(name)
         unsandboxed.apply_rule(self._unsandboxed, allowed=self.allow_unsandboxed, log=self.log)
@@ -171,6 +178,9 @@ class LimitedExecute(Execute):
         self, cell: NotebookNode, resources: ResourcesDict, index: int
     ) -> tuple[NotebookNode, ResourcesDict]:
         if cell.cell_type != "code":
+            return cell, resources
+        if index in self._show_only:
+            cell.outputs, cell.execution_count = [show_only.note()], None
             return cell, resources
         left = self.submission_timeout - (time.monotonic() - self._started)
         if self._dead or left <= 0:

@@ -185,3 +185,33 @@ def test_output_past_max_total_output_bytes_is_dropped_with_a_note(over_total):
         "",
         f"\n[output dropped: the submission's outputs are over {TOTAL_LIMIT} bytes in all]\n",
     )
+
+
+# ------------------------------------------------------------ cells after the last graded one
+def _graded(source: str, **meta):
+    cell = new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade_id": meta.pop("grade_id", "c"), **meta}
+    return cell
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["default", "run_show_only"])
+def shown(request, tmp_path_factory):
+    """Kernel starts 5 and 6: an answer, a graded cell, then a locked cell that writes a file."""
+    tmp = tmp_path_factory.mktemp("show")
+    nb = _notebook()
+    nb.cells = [
+        _graded("x = 1", grade_id="answer", solution=True, grade=False, locked=False),
+        _graded("print('graded', x)", grade_id="test", solution=False, grade=True, locked=True, points=1),
+        _graded("open('shown', 'w').write('y'); print('shown')", grade_id="after", locked=True),
+    ]
+    return request.param, tmp, _run(tmp, nb, run_show_only=request.param)
+
+
+def test_cells_after_the_last_graded_one_are_noted_not_run(shown):
+    run_show_only, tmp, nb = shown
+    assert _stream(nb.cells[1], "stdout") == "graded 1\n"
+    if run_show_only:
+        assert _stream(nb.cells[2], "stdout") == "shown\n" and (tmp / "shown").exists()
+    else:
+        assert _stream(nb.cells[2], "stdout") == limited_execute.show_only.NOTE
+        assert not (tmp / "shown").exists()
