@@ -3,7 +3,9 @@ the kit installed and nothing of the course but what a task brings.
 
 A worker process prepares the course once (its configuration, the assignment and a gradebook
 of its own), then grades a few submissions per task with real `nbgrader autograde` and the
-kit's configuration, and returns the autograded folder and the replay record. It never
+kit's configuration, and returns the autograded folder and the replay record. Every task of the
+worker runs in the same resident nbgrader process (resident.py), so its warm kernel server,
+replay server and dataset are started once per worker, as a local worker's are. It never
 touches the course's gradebook: the coordinator alone writes that.
 """
 
@@ -21,6 +23,7 @@ from ..exercise import spec
 from ..settings import GRADEBOOK_LOCK_SECONDS, report_dir
 from .bundles import pack, unpack
 from .nbgrader_cli import run_nbgrader
+from .resident import Resident
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class Assignment:
 
 
 _courses: dict[tuple[str, str], Path] = {}
+_residents: dict[Path, Resident] = {}  # a course's nbgrader, kept for the worker's later tasks
 _lock = threading.Lock()  # one submission at a time per worker process: one core each
 
 
@@ -48,10 +52,11 @@ def grade_submissions(
             shutil.rmtree(left, ignore_errors=True)
         try:
             unpack(submissions, course)
-            done = _nbgrader(course, "autograde", assignment.name, "--force", *nbgrader_args)  # all submitted
-            log = report_dir(course) / "remote.log"
+            resident = _residents.setdefault(course, Resident(course, course / "resident-nbgrader.log"))
+            _, said = resident.run("autograde", assignment.name, "--force", _db(course), *nbgrader_args)
+            log = report_dir(course) / "remote.log"  # this task's part of what nbgrader logged
             log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_text(done.stdout[-200_000:])
+            log.write_text(said[-200_000:])
             paths = [p for s in students for p in result_paths(course, s, assignment.records)]
             return pack(course, sorted(set(paths)))
         finally:
@@ -79,13 +84,16 @@ def _prepared(common: bytes, assignment: str) -> Path:
     return _courses[key]
 
 
+def _db(course: Path) -> str:
+    """The worker's own gradebook, whatever database the course uses."""
+    return f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}?timeout={GRADEBOOK_LOCK_SECONDS}"
+
+
 def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
-    # the worker's own gradebook, whatever database the course uses
-    db = f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}?timeout={GRADEBOOK_LOCK_SECONDS}"
     return run_nbgrader(
         course,
         *args,
-        db,
+        _db(course),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
