@@ -68,9 +68,11 @@ collect-zip: venv
 suspicious: venv
 	$(NINJA) suspicious .
 
-# Speed against named baselines; prints ratios, asserts nothing (machines are shared).
+# Speed against named baselines (the local batch and a local Dask cluster); a soak of 200 on two
+# Dask workers, one killed mid-batch; prints ratios and yes/NO, asserts nothing (machines are shared).
 bench: data
 	$(PY) benchmarks/throughput.py 40
+	$(PY) benchmarks/soak.py --n 200
 	$(PY) benchmarks/autograde_overhead.py 10
 
 # Every test, on every core (pytest-xdist): a module's tests on one worker, the users of the

@@ -5,11 +5,15 @@
   reference  `nbgrader autograde` with the kit's configuration and cold kernels (a Python
              started per submission; the reference for the grades)
   kit        `backprop-ninja grade` at its defaults: every core, the sandbox, the replay
+  dask       the same with `--scheduler`: on a local `dask scheduler` and two `dask worker`
+             processes of one thread each (benchmarks/local_cluster.py; their start-up is not
+             timed), the class's own copy; its ratio to the kit's local batch (target: 1.2x)
 
 The submissions are the grading corpus's (right and wrong answers, all four exercises answered,
 so exercise 4 really trains), repeated up to N. Prints the times, the ratio to stock nbgrader,
-whether the batch's grades are the reference's, the batch's peak memory and where its CPU time
-goes. Asserts nothing: machines are shared.
+whether the batches' grades are the reference's, the local batch's peak memory (the sum of its
+processes' RSS, sampled) and where its CPU time goes. Asserts nothing: machines are shared; exits
+non-zero only if the Dask batch's grading command failed.
 
     .venv/bin/python benchmarks/throughput.py [N]      (make bench; N defaults to 40)
 """
@@ -28,6 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from local_cluster import local_cluster  # noqa: E402
 
 from grader.incoming.submissions import write_submissions  # noqa: E402
 from grader.reports.scores import read_scores  # noqa: E402
@@ -132,18 +139,31 @@ def _batch(course: Path) -> tuple[float, Sampler]:
     return time.perf_counter() - t0, sampler
 
 
-def main(n: int) -> None:
+def _dask_batch(course: Path) -> tuple[float, int]:
+    """The kit's batch through a local Dask cluster of two workers: its seconds, its exit status."""
+    with local_cluster(2) as cluster, tempfile.TemporaryFile("w+") as out:
+        cmd = [sys.executable, "-m", "grader", "grade", str(course), "--force", "--quiet"]
+        t0 = time.perf_counter()
+        rc = subprocess.run([*cmd, "--scheduler", cluster.address], stdout=out, stderr=out).returncode
+        seconds = time.perf_counter() - t0
+        if rc != 0:
+            out.seek(0)
+            print(cluster.tails(), out.read()[-3000:], file=sys.stderr)
+    return seconds, rc
+
+
+def main(n: int) -> int:
     names = find_names_txt()
     if names is None:
         sys.exit("names.txt not found: run `make data` or set NAMES_TXT")
     cases = [CORPUS[i % len(CORPUS)] for i in range(n)]
     samples = [replace(c.sample, student=f"s{i:03d}_{c.sample.student}") for i, c in enumerate(cases)]
     with tempfile.TemporaryDirectory() as tmp:
-        stock_course, ref_course, course = (
-            make_course(Path(tmp) / f, names) for f in ("stock", "ref", "kit")
+        stock_course, ref_course, course, dask_course = (
+            make_course(Path(tmp) / f, names) for f in ("stock", "ref", "kit", "dask")
         )
         (stock_course / "nbgrader_config.py").write_text(STOCK_CONFIG)
-        for folder in (stock_course, ref_course, course):
+        for folder in (stock_course, ref_course, course, dask_course):
             nbgrader(folder, "generate_assignment", "backprop_ninja", "--force")
             write_submissions(samples, course=folder)
         seconds = {}
@@ -153,20 +173,28 @@ def main(n: int) -> None:
             nbgrader(folder, "autograde", "backprop_ninja", "--force", *cold, check=False)
             seconds[name] = time.perf_counter() - t0
         kit, sampler = _batch(course)
-        reference, kit_scores = _scores(ref_course), _scores(course)
+        dask, dask_rc = _dask_batch(dask_course)
+        reference, kit_scores, dask_scores = _scores(ref_course), _scores(course), _scores(dask_course)
     same = sum(reference.get(s.student) == kit_scores.get(s.student) for s in samples)
+    same_dask = sum(reference.get(s.student) == dask_scores.get(s.student) for s in samples)
     stock = seconds["stock"]
     print(f"submissions: {n} (corpus cases repeated), {os.cpu_count()} cores")
     print(f"stock nbgrader                   {stock:7.1f} s  {stock / n:5.2f} s/submission  (named baseline)")
     ref = seconds["reference"]
     print(f"kit config, serial, cold kernels {ref:7.1f} s  {ref / n:5.2f} s/submission")
     print(f"kit batch (warm kernels)         {kit:7.1f} s  {kit / n:5.2f} s/submission")
+    failed = f"  (its grading command FAILED: exit status {dask_rc})" if dask_rc else ""
+    print(f"kit batch on Dask, 2 workers     {dask:7.1f} s  {dask / n:5.2f} s/submission{failed}")
     print(f"ratio stock/kit batch {stock / kit:5.2f}x")
+    print(f"ratio Dask/kit batch  {dask / kit:5.2f}x  (target: within 1.20x)")
     print(
         f"grades identical to `nbgrader autograde` with the kit's configuration, cold kernels: "
         f"{'yes' if same == n else 'NO'} ({same}/{n})"
     )
-    print(f"peak memory of the batch: {sampler.peak / 2**30:.2f} GiB")
+    print(
+        f"grades of the Dask batch identical to those: {'yes' if same_dask == n else 'NO'} ({same_dask}/{n})"
+    )
+    print(f"peak memory of the kit batch: {sampler.peak / 2**30:.2f} GiB")
     cpu = sampler.by_kind()
     total = sum(cpu.values()) or 1.0
     # not the batch's rusage: it counted 24.8 s where the processes sampled here spent 61.6 s (24
@@ -175,6 +203,7 @@ def main(n: int) -> None:
     for kind, seconds in sorted(cpu.items(), key=lambda kv: -kv[1]):
         share = 100 * seconds / total
         print(f"  cpu {kind:26s} {seconds:7.1f} s  {seconds / n:5.2f} s/submission  {share:4.0f}%")
+    return 1 if dask_rc != 0 else 0
 
 
 def _scores(course: Path) -> dict:
@@ -182,4 +211,4 @@ def _scores(course: Path) -> dict:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 40)
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 40))
