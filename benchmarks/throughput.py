@@ -83,7 +83,8 @@ class Sampler(threading.Thread):
 
 
 def _kind(argv: list[str]) -> str:
-    if any(a.endswith("/nbgrader") or a == "grader.grading.nbgrader_main" for a in argv[:3]):
+    nbgrader = ("grader.grading.nbgrader_main", "grader.grading.resident")  # resident: a Dask worker's
+    if any(a.endswith("/nbgrader") or a in nbgrader for a in argv[:3]):
         return "nbgrader + judge (in-process)"
     if "grader.untrusted.server" in argv:
         return "replay"

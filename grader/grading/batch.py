@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import io
 import json
 import shutil
 import sys
@@ -34,6 +33,7 @@ from ..verdicts.budget import NOT_COMPARED, end_checks_seconds
 from . import cluster
 from . import workers as workers_mod
 from .progress import Progress
+from .recorder import Recorder
 
 
 def run(
@@ -132,23 +132,16 @@ def _on_cluster(
     extra: list[str],
     progress: Progress,
 ) -> None:
-    """The work on the cluster's workers; then one local pass records their notebooks."""
-    back = cluster.grade(course, exercise, todo, scheduler=scheduler, extra=extra, progress=progress)
+    """The work on the cluster's workers, each task's results recorded as they come back."""
     logs = exercise.batch_files(report_dir(course))[1]
-    progress.note(f"recording {len(back)} results in the gradebook")
-    recorder = Progress(len(back), log=logs / "finish.log", quiet=True, stream=io.StringIO())
-    workers_mod.grade(
-        course,
-        back,
-        students,
-        workers=1,
-        force=True,
-        extra=cluster.FINISH,
-        logs=logs,
-        progress=recorder,
-        exercise=exercise,
-    )
-    recorder.close()
+    recorder = Recorder(course, exercise, students, logs / "finish.log")
+    try:
+        cluster.grade(
+            course, exercise, todo, scheduler=scheduler, extra=extra, progress=progress, staged=recorder.add
+        )
+    finally:
+        recorded = recorder.finish()
+    progress.note(f"recorded {len(recorded)} results in the gradebook")
 
 
 def _students(course: Path, exercise: GradedExercise) -> list[str]:

@@ -3,14 +3,16 @@
 No shared filesystem: each task ships the course's common files (once per worker) and a few
 submissions to a worker, which grades it with real nbgrader and the kit's configuration
 (remote.py) and ships back the autograded notebook and the replay record. The coordinator
-alone writes files and the gradebook: a last `nbgrader autograde` pass records each worker's
-notebook as it is (UseRemoteResult), so the gradebook, feedback and export work unchanged.
+alone writes files and the gradebook: its `nbgrader autograde` with the recording preprocessors
+records each worker's notebook as it is (UseRemoteResult) as its task comes back (recorder.py), so
+the gradebook, feedback and export work unchanged.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ..exercise.graded import GradedExercise
@@ -18,14 +20,6 @@ from ..settings import CLUSTER_RETRIES, CLUSTER_TASK_SUBMISSIONS, report_dir
 from . import remote
 from .bundles import pack, unpack
 from .progress import Progress
-
-FINISH = [
-    "--Autograde.sanitize_preprocessors=grader.preprocessors.use_remote_result.UseRemoteResult",
-    *(
-        f"--Autograde.autograde_preprocessors=nbgrader.preprocessors.{name}"
-        for name in ("SaveAutoGrades", "AssignLatePenalties", "CheckCellMetadata")
-    ),
-]
 
 
 def common_files(course: Path, exercise: GradedExercise) -> bytes:
@@ -59,29 +53,31 @@ def grade(
     scheduler: str,
     extra: list[str],
     progress: Progress,
+    staged: Callable[[list[str]], None] = lambda students: None,
 ) -> list[str]:
-    """Grade on the cluster; returns the students whose results came back, staged for the
-    coordinator's recording pass (FINISH). A submission whose task brought nothing back is
+    """Grade on the cluster; returns the students whose results came back, each task's handed to
+    `staged` as it is staged (the recorder's). A submission whose task brought nothing back is
     tried once more in a task of its own."""
     from distributed import Client
 
     with Client(scheduler) as client:
-        return _grade_on(client, course, exercise, students, extra, progress)
+        return _grade_on(client, course, exercise, students, extra, progress, staged)
 
 
-def _grade_on(client, course, exercise, students, extra, progress) -> list[str]:
+def _grade_on(client, course, exercise, students, extra, progress, staged) -> list[str]:
     common = client.scatter(common_files(course, exercise), broadcast=True)
     tasks = chunks(students, len(client.scheduler_info()["workers"]))
-    back, failed = _round(
-        client, course, exercise, common, tasks, extra, progress, len(tasks) == len(students)
-    )
+    run = lambda tasks, final: _round(client, course, exercise, common, tasks, extra, progress, final, staged)  # noqa: E731
+    back, failed = run(tasks, len(tasks) == len(students))
     if failed and len(tasks) < len(students):
         progress.note(f"{len(failed)} not graded: trying them once more, one a task")
-        back += _round(client, course, exercise, common, [[s] for s in failed], extra, progress, True)[0]
+        back += run([[s] for s in failed], True)[0]
     return back
 
 
-def _round(client, course, exercise, common, tasks, extra, progress, final) -> tuple[list[str], list[str]]:
+def _round(
+    client, course, exercise, common, tasks, extra, progress, final, staged
+) -> tuple[list[str], list[str]]:
     """One round of tasks; the students staged, and those not."""
     from distributed import as_completed
 
@@ -113,6 +109,7 @@ def _round(client, course, exercise, common, tasks, extra, progress, final) -> t
             else:
                 back.append(student)
                 progress.done(student)
+        staged([s for s in task if s not in problems])
     return back, failed
 
 

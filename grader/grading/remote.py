@@ -12,6 +12,7 @@ touches the course's gradebook: the coordinator alone writes that.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -35,6 +36,7 @@ class Assignment:
     records: str = "replay"
 
 
+PREFIX, OWNER = "bn-remote-course-", ".owner-pid"  # a worker process's copy of a course, and whose
 _courses: dict[tuple[str, str], Path] = {}
 _residents: dict[Path, Resident] = {}  # a course's nbgrader, kept for the worker's later tasks
 _lock = threading.Lock()  # one submission at a time per worker process: one core each
@@ -75,13 +77,28 @@ def _prepared(common: bytes, assignment: str) -> Path:
     assignment (nbgrader needs it to autograde), made once per course and worker process."""
     key = (hashlib.sha256(common).hexdigest(), assignment)
     if key not in _courses:
-        course = Path(tempfile.mkdtemp(prefix="bn-remote-course-"))
+        _sweep()
+        course = Path(tempfile.mkdtemp(prefix=PREFIX))
+        (course / OWNER).write_text(str(os.getpid()))
         unpack(common, course)
         made = _nbgrader(course, "generate_assignment", assignment, "--force")
         if made.returncode != 0:
             raise RuntimeError(f"the worker could not prepare the course:\n{made.stdout[-3000:]}")
         _courses[key] = course
     return _courses[key]
+
+
+def _sweep() -> None:
+    """The copies of worker processes that are gone: a Dask worker process ends without running
+    its exit handlers (multiprocessing's os._exit), or is killed, and leaves its copy behind."""
+    for folder in Path(tempfile.gettempdir()).glob(PREFIX + "*"):
+        try:
+            pid = int((folder / OWNER).read_text())
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (OSError, ValueError):  # not ours to judge (another user's, or half made): left
+            continue
 
 
 def _db(course: Path) -> str:

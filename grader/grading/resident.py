@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +24,15 @@ from pathlib import Path
 from ..settings import RESIDENT_LOG_BYTES
 from .nbgrader_cli import NBGRADER, nbgrader_env
 from .nbgrader_main import skip_iri_checker
+
+
+class _Terminated(BaseException):
+    """SIGTERM (a worker stopped with its process group): out of any command, past its handlers,
+    so that the process ends as when its input closes, its servers closed (atexit)."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated
 
 
 def _clear_apps() -> None:
@@ -56,10 +66,14 @@ def run_one(argv: list[str]) -> int:
 
 def main(reply_fd: int) -> int:
     skip_iri_checker()
+    signal.signal(signal.SIGTERM, _terminate)
     replies = os.fdopen(reply_fd, "w", buffering=1)
-    for line in sys.stdin:
-        rc = run_one([str(a) for a in json.loads(line)])
-        replies.write(json.dumps({"rc": rc}) + "\n")
+    try:
+        for line in sys.stdin:
+            rc = run_one([str(a) for a in json.loads(line)])
+            replies.write(json.dumps({"rc": rc}) + "\n")
+    except _Terminated:
+        return 143  # as a shell reports SIGTERM
     return 0
 
 

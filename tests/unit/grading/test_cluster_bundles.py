@@ -14,7 +14,7 @@ from traitlets.config import Config
 
 from grader.exercise import spec
 from grader.exercise.graded import GradedExercise
-from grader.grading import cluster, remote
+from grader.grading import cluster, recorder, remote
 from grader.grading.bundles import pack, unpack
 from grader.preprocessors.use_remote_result import UseRemoteResult, staged_notebook
 
@@ -135,8 +135,8 @@ def test_the_finishing_pass_records_the_workers_notebook(tmp_path):
 
 
 def test_the_finishing_pass_only_records():
-    assert any("UseRemoteResult" in a for a in cluster.FINISH)
-    assert all("Execute" not in a and "ReplayGrades" not in a for a in cluster.FINISH)
+    assert any("UseRemoteResult" in a for a in recorder.FINISH)
+    assert all("Execute" not in a and "ReplayGrades" not in a for a in recorder.FINISH)
 
 
 def test_a_submission_a_task_did_not_bring_back_is_tried_once_more_alone(tmp_path, monkeypatch):
@@ -145,7 +145,7 @@ def test_a_submission_a_task_did_not_bring_back_is_tried_once_more_alone(tmp_pat
     own, as final; a round of single tasks is final at once."""
     rounds = []
 
-    def fake_round(client, course, exercise, common, tasks, extra, progress, final):
+    def fake_round(client, course, exercise, common, tasks, extra, progress, final, staged):
         rounds.append(([len(t) for t in tasks], final))
         flat = [s for t in tasks for s in t]
         lost = ["s03"] if len(rounds) == 1 else []
@@ -167,9 +167,19 @@ def test_a_submission_a_task_did_not_bring_back_is_tried_once_more_alone(tmp_pat
     monkeypatch.setattr(cluster, "_round", fake_round)
     monkeypatch.setattr(cluster, "common_files", lambda course, exercise: b"")
     students, notes = [f"s{i:02d}" for i in range(16)], Notes()
-    back = cluster._grade_on(Client(), tmp_path, spec.NINJA, students, [], notes)
+    back = cluster._grade_on(Client(), tmp_path, spec.NINJA, students, [], notes, lambda students: None)
     assert rounds == [([2] * 8, False), ([1], True)] and sorted(back) == students
     assert notes.said == ["1 not graded: trying them once more, one a task"]
     rounds.clear()
-    cluster._grade_on(Client(), tmp_path, spec.NINJA, students[:5], [], notes)
+    cluster._grade_on(Client(), tmp_path, spec.NINJA, students[:5], [], notes, lambda students: None)
     assert rounds == [([1] * 5, True)]  # one a task already: nothing to try alone
+
+
+def test_a_gone_worker_process_s_copy_of_the_course_is_swept(tmp_path, monkeypatch):
+    monkeypatch.setattr(remote.tempfile, "tempdir", str(tmp_path))
+    gone = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process has it
+    for name, pid in (("gone", str(gone)), ("alive", str(remote.os.getpid())), ("odd", "x")):
+        (tmp_path / f"{remote.PREFIX}{name}").mkdir()
+        (tmp_path / f"{remote.PREFIX}{name}" / remote.OWNER).write_text(pid)
+    remote._sweep()
+    assert sorted(p.name.removeprefix(remote.PREFIX) for p in tmp_path.iterdir()) == ["alive", "odd"]
