@@ -34,10 +34,17 @@ def submission_files(course: Path, students: list[str], exercise: GradedExercise
 
 
 def chunks(students: list[str], workers: int) -> list[list[str]]:
-    """Tasks of a few submissions each: one nbgrader process and its warm servers for all of
-    them, and still about four tasks a worker, so a slow or lost one is a small part of the class."""
-    size = max(1, min(CLUSTER_TASK_SUBMISSIONS, len(students) // (4 * workers))) if workers > 0 else 1
-    return [students[i : i + size] for i in range(0, len(students), size)]
+    """Tasks of a few submissions each, for one command of the worker's resident nbgrader: each
+    about half a worker's share of what is left after the tasks before it (at most
+    CLUSTER_TASK_SUBMISSIONS), so they shrink towards one submission at the end and no worker
+    idles long while another finishes a big one. Dask runs them in the order submitted."""
+    out, i = [], 0
+    while i < len(students):
+        left = len(students) - i
+        size = max(1, min(CLUSTER_TASK_SUBMISSIONS, left // (2 * workers))) if workers > 0 else 1
+        out.append(students[i : i + size])
+        i += size
+    return out
 
 
 def assignment_of(exercise: GradedExercise) -> remote.Assignment:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from pathlib import Path
 from ..exercise import spec
 from ..settings import GRADEBOOK_LOCK_SECONDS, report_dir
 from .bundles import pack, unpack
-from .nbgrader_cli import run_nbgrader
 from .resident import Resident
 
 
@@ -54,8 +52,9 @@ def grade_submissions(
             shutil.rmtree(left, ignore_errors=True)
         try:
             unpack(submissions, course)
-            resident = _residents.setdefault(course, Resident(course, course / "resident-nbgrader.log"))
-            _, said = resident.run("autograde", assignment.name, "--force", _db(course), *nbgrader_args)
+            _, said = _residents[course].run(
+                "autograde", assignment.name, "--force", _db(course), *nbgrader_args
+            )
             log = report_dir(course) / "remote.log"  # this task's part of what nbgrader logged
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(said[-200_000:])
@@ -81,9 +80,12 @@ def _prepared(common: bytes, assignment: str) -> Path:
         course = Path(tempfile.mkdtemp(prefix=PREFIX))
         (course / OWNER).write_text(str(os.getpid()))
         unpack(common, course)
-        made = _nbgrader(course, "generate_assignment", assignment, "--force")
-        if made.returncode != 0:
-            raise RuntimeError(f"the worker could not prepare the course:\n{made.stdout[-3000:]}")
+        resident = Resident(course, course / "resident-nbgrader.log")  # this command and every task's
+        rc, said = resident.run("generate_assignment", assignment, "--force", _db(course))
+        if rc != 0:
+            resident.close()
+            raise RuntimeError(f"the worker could not prepare the course:\n{said[-3000:]}")
+        _residents[course] = resident
         _courses[key] = course
     return _courses[key]
 
@@ -104,15 +106,3 @@ def _sweep() -> None:
 def _db(course: Path) -> str:
     """The worker's own gradebook, whatever database the course uses."""
     return f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}?timeout={GRADEBOOK_LOCK_SECONDS}"
-
-
-def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_nbgrader(
-        course,
-        *args,
-        _db(course),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-    )

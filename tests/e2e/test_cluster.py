@@ -115,7 +115,7 @@ def test_a_class_graded_on_the_cluster(tmp_path, new_course, scheduler):
 def test_a_written_exercise_graded_on_the_cluster(tmp_path, new_course, scheduler):
     """An exercise written from its definition goes to the workers by its name: its source (the
     definition in its metadata) with it, its records back in reports/replay-tiny/. 16 students on
-    2 workers go as tasks of 2, each task one nbgrader process on its worker."""
+    2 workers go as 10 tasks, the largest first, each task a command of its worker's resident nbgrader."""
     course = new_course(tmp_path / "course")
     made = _kit("new", str(ROOT / "tests" / "tiny_exercise.py"), str(course))
     assert made.returncode == 0, made.stdout + made.stderr

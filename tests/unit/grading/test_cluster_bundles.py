@@ -107,8 +107,8 @@ def test_a_written_exercise_travels_with_its_own_names(tmp_path):
     "n,workers,sizes",
     [
         (5, 2, [1, 1, 1, 1, 1]),  # a small class: one a task, as before
-        (40, 2, [5] * 8),  # about four tasks a worker
-        (200, 2, [8] * 25),  # never more than CLUSTER_TASK_SUBMISSIONS a task
+        (40, 2, [8, 8, 6, 4, 3, 2, 2] + [1] * 7),  # half a worker's share of what is left
+        (200, 2, [8] * 22 + [6, 4, 3, 2, 2] + [1] * 7),  # never more than CLUSTER_TASK_SUBMISSIONS
         (3, 0, [1, 1, 1]),  # no worker known yet: one a task
     ],
 )
@@ -141,8 +141,8 @@ def test_the_finishing_pass_only_records():
 
 def test_a_submission_a_task_did_not_bring_back_is_tried_once_more_alone(tmp_path, monkeypatch):
     """The coordinator's rounds (the tasks themselves run on real workers in tests/e2e/test_cluster.py):
-    16 students on 2 workers go as 8 tasks of 2; the one a task lost is tried again in a task of its
-    own, as final; a round of single tasks is final at once."""
+    16 students on 2 workers go as 10 tasks, the largest first; the one a task lost is tried again
+    in a task of its own, as final; a round of single tasks is final at once."""
     rounds = []
 
     def fake_round(client, course, exercise, common, tasks, extra, progress, final, staged):
@@ -168,7 +168,7 @@ def test_a_submission_a_task_did_not_bring_back_is_tried_once_more_alone(tmp_pat
     monkeypatch.setattr(cluster, "common_files", lambda course, exercise: b"")
     students, notes = [f"s{i:02d}" for i in range(16)], Notes()
     back = cluster._grade_on(Client(), tmp_path, spec.NINJA, students, [], notes, lambda students: None)
-    assert rounds == [([2] * 8, False), ([1], True)] and sorted(back) == students
+    assert rounds == [([4, 3, 2] + [1] * 7, False), ([1], True)] and sorted(back) == students
     assert notes.said == ["1 not graded: trying them once more, one a task"]
     rounds.clear()
     cluster._grade_on(Client(), tmp_path, spec.NINJA, students[:5], [], notes, lambda students: None)

@@ -1,6 +1,6 @@
 """grader/grading/nbgrader_cli.py in-process (no nbgrader is started: subprocess is a fake): the
 one way the kit runs nbgrader, and each caller's command, folder, environment and options, as
-each built them itself before (workers.py, remote.py, gradescope/course.py)."""
+each built them itself before (workers.py, resident.py for a cluster worker, gradescope/course.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grader.gradescope import course as gradescope_course
-from grader.grading import nbgrader_cli, remote, workers
+from grader.grading import nbgrader_cli, resident, workers
 from grader.grading.nbgrader_cli import BIN, nbgrader_call
 
 NBGRADER = [sys.executable, "-m", "grader.grading.nbgrader_main"]
@@ -66,20 +66,11 @@ def test_a_worker_starts_its_share_as_before(tmp_path, started):
     assert call["stdout"].name == str(share.log)
 
 
-def test_a_cluster_worker_runs_nbgrader_as_before(tmp_path, started):
-    remote._nbgrader(tmp_path, "generate_assignment", "a1")
-    db = f"--CourseDirectory.db_url=sqlite:///{tmp_path / 'gradebook.db'}?timeout=120"
-    assert started == [
-        {
-            "args": [*NBGRADER, "generate_assignment", "a1", db],
-            "cwd": tmp_path,
-            "env": dict(os.environ, PATH=VENV_PATH),
-            "stdout": subprocess.PIPE,
-            "stderr": subprocess.STDOUT,
-            "text": True,
-            "errors": "replace",
-        }
-    ]
+def test_a_cluster_workers_resident_nbgrader_is_this_pythons(tmp_path, started):
+    resident.Resident(tmp_path, tmp_path / "log")._start()
+    (call,) = started
+    assert call["args"][:3] == [*NBGRADER[:1], "-m", "grader.grading.resident"]
+    assert (call["cwd"], call["env"]) == (tmp_path, dict(os.environ, PATH=VENV_PATH))
 
 
 def test_gradescope_runs_this_pythons_nbgrader_as_before(tmp_path, started):
