@@ -155,14 +155,18 @@ def with_correct_inputs(run: str, grads: dict, exercise: GradedExercise = spec.N
 
 
 def kernel_prefix(cells) -> list[str]:
-    """The same cells as the notebook has them (magics and all): what a warm kernel server may
-    run once for every kernel (grader/untrusted/kernel_prefix.py)."""
-    shared = {c["grade_id"] for c in warm_prefix(replay_cells(cells, JudgeSettings(seed=0)))}
+    """The notebook's leading locked code cells, up to its first answer or graded cell, as the
+    notebook has them (magics and all): the same in every submission (nbgrader puts locked cells
+    back from the source before the kernel runs), so a warm kernel server may run them once for
+    every kernel (grader/untrusted/kernel_prefix.py, which stops at the first that must really
+    run, and runs them all for real where a submission's cells differ). More than the replay's
+    warm prefix: the kernel runs the notebook as it is, its parameters and batch unseeded."""
     prefix = []
     for cell in cells:
         if cell.get("cell_type") != "code":
             continue
-        if nbgrader_meta(cell).get("grade_id") not in shared:
+        meta = nbgrader_meta(cell)
+        if not meta.get("locked") or meta.get("solution") or meta.get("grade"):
             break
         prefix.append(cell["source"])
     return prefix
