@@ -24,6 +24,7 @@ from grader.reference.backprop_ninja import rules
 from grader.reference.inputs import dataset, fresh_inputs
 from grader.replay.plan import (
     AS_SUBMITTED,
+    kernel_prefix,
     replay_cells,
     reseed,
     run_order,
@@ -224,6 +225,19 @@ def test_batch_cell_gets_the_settings_batch_size(source_nb):
     assert {k: c["source"] for k, c in default.items() if k != "batch"} == {
         k: c["source"] for k, c in small.items() if k != "batch"
     }
+
+
+def test_the_kernels_prefix_is_every_leading_locked_cell(source_nb):
+    """The kernel runs the notebook as it is: up to the first answer cell, none depends on the
+    student, the seeded parameters and batch included (unlike the replay's warm prefix)."""
+    code = [c for c in source_nb.cells if c.cell_type == "code"]
+    first_answer = next(i for i, c in enumerate(code) if nbgrader_meta(c).get("solution"))
+    assert kernel_prefix(source_nb.cells) == [c.source for c in code[:first_answer]]
+    assert [_gid(c) for c in code[:first_answer]][-4:] == ["params", "batch", "forward", "autograd"]
+    graded_first = [
+        nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": {"grade": True, "locked": True}})
+    ]
+    assert kernel_prefix(graded_first + code) == []
 
 
 def test_warm_prefix(source_nb):
