@@ -161,17 +161,23 @@ def _forward_and_wait(proc: subprocess.Popen) -> int:
 
 
 RUNTIME_PREFIX = "backprop-ninja-runtime-"
+_runtime_dir: tuple[int, str] | None = None  # (pid, folder): a forked child makes its own
 
 
 def prepare_runtime_dir() -> str:
     """Where this grading process's kernels put their connection files; each kernel's sockets
     go in a folder of its own inside (make_kernel_dir), the only part a sandbox sees. One per
     process, the grader's alone, named with its pid, removed at exit; what a process killed
-    by a signal left (no atexit runs then) the next one removes."""
+    by a signal left (no atexit runs then) the next one removes. A process that loads the
+    configuration again (a resident nbgrader, at each command) keeps its one folder."""
+    global _runtime_dir
+    if _runtime_dir and _runtime_dir[0] == os.getpid() and os.path.isdir(_runtime_dir[1]):
+        return _runtime_dir[1]
     sweep_runtime_dirs(Path(tempfile.gettempdir()))
     path = tempfile.mkdtemp(prefix=f"{RUNTIME_PREFIX}{os.getpid()}-")
     os.chmod(path, 0o700)
     atexit.register(shutil.rmtree, path, ignore_errors=True)
+    _runtime_dir = (os.getpid(), path)
     return path
 
 

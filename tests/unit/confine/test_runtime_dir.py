@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from grader.confine import kernel
 from grader.confine.kernel import RUNTIME_PREFIX, sweep_runtime_dirs
 
 
@@ -37,3 +38,12 @@ def test_a_running_process_of_another_user_keeps_its_folder(tmp_path):
     kept = tmp_path / f"{RUNTIME_PREFIX}1-xyz"  # pid 1 runs, whoever owns it
     kept.mkdir()
     assert sweep_runtime_dirs(tmp_path) == [] and kept.is_dir()
+
+
+def test_a_process_that_loads_the_configuration_again_keeps_its_one_folder(tmp_path, monkeypatch):
+    """A resident nbgrader (grader/grading/resident.py) reads nbgrader_config.py at every command."""
+    monkeypatch.setattr(kernel.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(kernel, "_runtime_dir", None)
+    monkeypatch.setattr(kernel.atexit, "register", lambda *a, **k: None)
+    first = kernel.prepare_runtime_dir()
+    assert kernel.prepare_runtime_dir() == first and len(list(tmp_path.iterdir())) == 1
