@@ -259,9 +259,10 @@ def crafted(payload: str):
 
 
 def many_outputs(folder, nbs):
-    """2000 added cells of 150 kB output each: 300 MB if all were kept."""
+    """2000 added cells of 150 kB output each: 300 MB if all were kept. Before the last graded
+    cell: the kernel runs them (it leaves what follows that cell unrun, preprocessors/show_only.py)."""
     nb = fill(
-        nbs["release"], reference_answers(nbs["source"]), [("ex4_sample", "print('x' * 150_000)")] * 2000
+        nbs["release"], reference_answers(nbs["source"]), [("ex4_train", "print('x' * 150_000)")] * 2000
     )
     _write_nb(folder, nb)
 

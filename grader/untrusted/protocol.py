@@ -226,6 +226,7 @@ class RunRecord(TypedDict, total=False):
 KIT_INSIDE = ("__init__.py", "incell.py", "exercise", "untrusted")
 
 # ------------------------------------------------------------ the autograde kernel
+TEST_CELLS_MIME = "application/vnd.backprop-ninja.test-cells+json"  # a test block's answer (test_cells.py)
 SUBMISSION_INSIDE = "/run/submission"  # the read-only copy a kernel's folder is filled from
 IPC_INSIDE = "/run/kernel-ipc"  # the warm server's socket folder, in its second place
 KERNEL_CONNECTION_FILE = ".kernel-connection.json"  # in the kernel's folder, inside

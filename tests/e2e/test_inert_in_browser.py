@@ -121,7 +121,7 @@ display(Image(data=base64.b64decode({PNG!r})))
 def _submission(source_nb, release_nb, attacker: bool):
     answers = reference_answers(source_nb)
     if not attacker:
-        return fill(release_nb, answers, [("ex4_sample", HONEST_CELL)])
+        return fill(release_nb, answers, [("ex4_train", HONEST_CELL)])  # run: before the last graded cell
     answers["ex2_solution"] += ANSWER_TAIL
     nb = fill(release_nb, answers, [("ex1_check", ATTACK_CELL)])
     at = next(

@@ -5,14 +5,17 @@ start (four in all); the tests read what that one run left in the notebook."""
 from __future__ import annotations
 
 import copy
+import logging
 import time
 import types
 
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
+from nbgrader.utils import determine_grade
 from traitlets.config import Config
 
 from grader.confine.probe import ALLOW_ENV
+from grader.exercise import spec
 from grader.preprocessors import limited_execute
 from grader.preprocessors.limited_execute import LimitedExecute
 
@@ -25,7 +28,7 @@ def _notebook(*sources: str):
     return nb
 
 
-def _run(tmp, nb, **limits):
+def _run(tmp, nb, resources=None, **limits):
     """The plain python3 kernel is not the sandbox's: these tests opt in to it, explicitly. The
     opt-in marks this process as allowed (ALLOW_ENV): undone here, so no later test inherits it."""
     c = Config()
@@ -35,7 +38,7 @@ def _run(tmp, nb, **limits):
     pre = LimitedExecute(config=c, kernel_name="python3", timeout=60, startup_timeout=60)
     with pytest.MonkeyPatch.context() as env:
         env.setenv(ALLOW_ENV, "")
-        return pre.preprocess(nb, {"metadata": {"path": str(tmp)}})[0]
+        return pre.preprocess(nb, {"metadata": {"path": str(tmp)}, **(resources or {})})[0]
 
 
 def _stream(cell, name: str) -> str:
@@ -215,3 +218,36 @@ def test_cells_after_the_last_graded_one_are_noted_not_run(shown):
     else:
         assert _stream(nb.cells[2], "stdout") == limited_execute.show_only.NOTE
         assert not (tmp / "shown").exists()
+
+
+# ------------------------------------------------------------ a block of test cells, one round trip
+KIT = {"nbgrader": {"assignment": spec.ASSIGNMENT}}
+TESTS = ["print('one')\n1.0", "assert x == 2, 'x is not 2'", "print('three')\n0.5"]
+
+
+@pytest.fixture(scope="module", params=["whole", "display broken"])
+def tested(request, tmp_path_factory):
+    """Kernel starts 7 and 8: an answer, then three hidden tests in a row; in the second, the
+    answer breaks the kernel's display first, so the block's answer never comes back."""
+    broken = "import IPython.display as d\nd.publish_display_data = lambda *a, **k: None\n"
+    nb = _notebook()
+    nb.cells = [
+        _graded(
+            ("x = 1\n" + broken) if request.param != "whole" else "x = 1",
+            grade_id="answer",
+            solution=True,
+            locked=False,
+        )
+    ]
+    nb.cells += [_graded(s, grade_id=f"t{k}", grade=True, locked=True, points=1) for k, s in enumerate(TESTS)]
+    return request.param, _run(tmp_path_factory.mktemp("tests"), nb, KIT, warm_kernels=False)
+
+
+def test_each_test_cell_of_a_block_gets_its_own_outputs(tested):
+    how, nb = tested
+    scores = [determine_grade(c, logging.getLogger())[0] for c in nb.cells[1:]]
+    assert scores == [1.0, 0, 0.5]
+    assert [_stream(c, "stdout") for c in nb.cells[1:]] == ["one\n", "", "three\n"]
+    assert _errors(nb.cells[2]) == [("AssertionError", "x is not 2")]
+    counts = {c.execution_count for c in nb.cells[1:]}
+    assert len(counts) == (1 if how == "whole" else 3)  # one round trip, or one a cell as before
