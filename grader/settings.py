@@ -240,7 +240,7 @@ WORKER_STOP_SECONDS = 30  # (workers.py) an nbgrader process told to stop (SIGTE
 GRADEBOOK_LOCK_SECONDS = 120  # (remote.py) a cluster worker's SQLite gradebook, waiting for its lock
 CLUSTER_RETRIES = 1  # (cluster.py) Dask's reruns of a submission's task that failed
 RESIDENT_LOG_BYTES = 20_000_000  # (resident.py) a cluster worker's nbgrader log, emptied past this
-CLUSTER_TASK_SUBMISSIONS = 8  # (cluster.py) a task's submissions at most: one nbgrader process for them
+CLUSTER_TASK_SUBMISSIONS = 8  # (cluster.py) a task's submissions at most: one command of a resident nbgrader
 
 
 # ------------------------------------------------------------ Gradescope (gradescope/course.py)

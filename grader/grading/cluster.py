@@ -126,11 +126,11 @@ def _stage(course: Path, students: list[str], result: bytes, assignment: remote.
     reports, problems = report_dir(course), {}
     with tempfile.TemporaryDirectory() as tmp:
         unpack(result, Path(tmp))
+        log = Path(tmp) / reports.relative_to(course) / "remote.log"
+        tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
         for student in students:
             nb = Path(tmp) / "autograded" / student / assignment.name / f"{assignment.notebook}.ipynb"
             if not nb.is_file():
-                log = Path(tmp) / reports.relative_to(course) / "remote.log"
-                tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
                 problems[student] = f"the worker's nbgrader did not grade it:\n{tail}"
                 continue
             staged = reports / "remote" / student

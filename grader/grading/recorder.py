@@ -58,17 +58,16 @@ class Recorder:
             self.resident.close()
 
     def _work(self) -> None:
-        while True:
-            batch = self._todo.get()
-            while batch is not _END and not self._todo.empty():  # whatever came back meanwhile, at once
-                more = self._todo.get()
-                if more is _END:
-                    self._record(batch)
-                    return
-                batch += more
-            if batch is _END:
-                return
-            self._record(batch)
+        """One command for all that came back while the last one ran."""
+        ended = False
+        while not ended:
+            items = [self._todo.get()]
+            while not self._todo.empty():
+                items.append(self._todo.get_nowait())
+            ended = _END in items
+            batch = [s for item in items if item is not _END for s in item]
+            if batch:
+                self._record(batch)
 
     def _record(self, students: list[str]) -> None:
         args = autograde_args(

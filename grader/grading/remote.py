@@ -37,7 +37,7 @@ class Assignment:
 PREFIX, OWNER = "bn-remote-course-", ".owner-pid"  # a worker process's copy of a course, and whose
 _courses: dict[tuple[str, str], Path] = {}
 _residents: dict[Path, Resident] = {}  # a course's nbgrader, kept for the worker's later tasks
-_lock = threading.Lock()  # one submission at a time per worker process: one core each
+_lock = threading.Lock()  # one task at a time per worker process: one core each
 
 
 def grade_submissions(

@@ -7,6 +7,7 @@ LimitedExecute leaves them unrun, with NOTE as their output, on both its warm an
 from __future__ import annotations
 
 from nbformat.notebooknode import NotebookNode, from_dict
+from nbgrader.utils import is_grade, is_solution
 
 NOTE = (
     "[not run by the autograder: nothing after the last graded cell changes a grade, and here it "
@@ -14,14 +15,9 @@ NOTE = (
 )
 
 
-def _counts(cell: NotebookNode) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return bool(meta.get("grade") or meta.get("solution"))
-
-
 def show_only(cells: list[NotebookNode]) -> set[int]:
     """The indices of the code cells after the last cell that is graded or an answer."""
-    last = max((i for i, cell in enumerate(cells) if _counts(cell)), default=None)
+    last = max((i for i, cell in enumerate(cells) if is_grade(cell) or is_solution(cell)), default=None)
     if last is None:  # not an nbgrader notebook: everything runs
         return set()
     return {i for i, cell in enumerate(cells) if i > last and cell.cell_type == "code"}

@@ -16,29 +16,24 @@ from __future__ import annotations
 import secrets
 
 from nbformat.notebooknode import NotebookNode, from_dict
+from nbgrader.utils import is_grade, is_solution
 
-from ..exercise.cells import nbgrader_meta, strip_magics
+from ..exercise.cells import strip_magics
 from ..untrusted.protocol import TEST_CELLS_MIME as MIME
 
 KEYS = ("stdout", "stderr", "value", "error")
 
 
 def _test_cell(cell: NotebookNode) -> bool:
-    meta = nbgrader_meta(cell)
-    return (
-        cell.cell_type == "code"
-        and bool(meta.get("grade"))
-        and bool(meta.get("locked"))
-        and not meta.get("solution")
-        and strip_magics(cell.source) == cell.source
-    )
+    """A test cell (graded, not an answer: locked, for nbgrader) without magics."""
+    return is_grade(cell) and not is_solution(cell) and strip_magics(cell.source) == cell.source
 
 
 def blocks(cells: list[NotebookNode]) -> dict[int, list[int]]:
     """First cell's index -> the indices of its block's cells."""
     out: dict[int, list[int]] = {}
     run: list[int] = []
-    for i, cell in enumerate(cells + [from_dict({"cell_type": "code", "source": "", "metadata": {}})]):
+    for i, cell in enumerate(cells):
         if cell.cell_type != "code":
             continue
         if _test_cell(cell):
@@ -47,6 +42,8 @@ def blocks(cells: list[NotebookNode]) -> dict[int, list[int]]:
         if len(run) > 1:
             out[run[0]] = run
         run = []
+    if len(run) > 1:
+        out[run[0]] = run
     return out
 
 
