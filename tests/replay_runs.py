@@ -14,8 +14,8 @@ from grader.exercise import spec
 from grader.replay.plan import AS_SUBMITTED, run_order, training_plan
 from grader.replay.results import RunResult, expected_shapes, parse_frame
 from grader.settings import JudgeSettings
+from grader.untrusted.frames import encode_frame
 from grader.untrusted.runner import Runner
-from grader.untrusted.server import encode_frame
 
 from conftest import JUDGE_SEED, manual_backward
 

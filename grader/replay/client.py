@@ -124,10 +124,12 @@ class ReplayServer:
         timeout: float,
         autograd: str = BLOCK,
         statement_seconds: float | None = None,
+        group: bool = False,
     ) -> tuple[str, bytes | None, float | None]:
         """(status, the run's result frame or None, the run's CPU seconds as the kernel counted
         them). `autograd`: one of the protocol's GUARD_MODES (grader/untrusted/autograd_guard.py);
-        `statement_seconds`: this run's, if not the plan's."""
+        `statement_seconds`: this run's, if not the plan's; `group`: the run may go to the
+        submission's run group (grader/untrusted/run_group.py), with the runs before it."""
         if self.proc is not None and (self.proc.poll() is not None or self._stray_bytes()):
             self.close()  # died, or said something nobody asked for
         if self.proc is None:
@@ -141,6 +143,7 @@ class ReplayServer:
                 "nonce": nonce,
                 "autograd": autograd,
                 "statement_seconds": statement_seconds,
+                "group": group,
             }
             self._send(request)
             return self._answer(nonce, time.monotonic() + timeout + ANSWER_SLACK_SECONDS)

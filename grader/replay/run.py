@@ -97,7 +97,9 @@ class _Runs:
     def __post_init__(self):
         self.timeout = self.settings.run_timeout
 
-    def one(self, run: str, autograd: str, statement_seconds: float | None = None) -> RunResult:
+    def one(
+        self, run: str, autograd: str, statement_seconds: float | None = None, group: bool = False
+    ) -> RunResult:
         total = self.settings.total_timeout
         if time.perf_counter() - self.t0 > total:
             return RunResult(f"not run: the submission's {total:g} s were used up")
@@ -109,14 +111,17 @@ class _Runs:
             timeout=self.timeout,
             autograd=autograd,
             statement_seconds=statement_seconds,
+            group=group,
         )
         if status.startswith(STATUS_TIMED_OUT):
             self.timeout = min(self.timeout, 5.0)  # a looping answer loops in every run: cap the rest
         return results.parse_frame(frame, status, self.expected, cpu)
 
-    def graded(self, run: str, mode: str, again: Callable[[RunResult], bool]) -> RunResult:
-        """A run that decides grades; once more where `again` says so, and the second kept."""
-        result = self.one(run, mode)
+    def graded(
+        self, run: str, mode: str, again: Callable[[RunResult], bool], group: bool = False
+    ) -> RunResult:
+        """A run that decides grades; once more where `again` says so, alone, and the second kept."""
+        result = self.one(run, mode, group=group)
         return self.one(run, mode) if result.status == STATUS_OK and again(result) else result
 
 
@@ -146,8 +151,8 @@ def run_replay(
         server = server_for(warm_prefix(cells, exercise), launcher)
         r = _Runs(server, work, fresh, settings, data, exercise, results.expected_shapes(fresh, exercise))
         runs = {AS_SUBMITTED: r.graded(AS_SUBMITTED, mode, again)}
-        for run in then(runs[AS_SUBMITTED]):
-            runs[run] = r.graded(run, mode, again)
+        for run in then(runs[AS_SUBMITTED]):  # one run group: forked from one set-up process
+            runs[run] = r.graded(run, mode, again, group=True)
         # "zero": a watched run where the notebook reached for autograd, only to explain (3x the
         # statement limit: torch.func's first use imports torch._dynamo, seconds);
         # "flag": graded as if autograd were allowed, and always a blocked run to compare with

@@ -163,6 +163,7 @@ class RunRequest(TypedDict):
     nonce: str  # the answer's, and no run's
     autograd: str  # one of GUARD_MODES (anything else: BLOCK)
     statement_seconds: float | None  # this run's, if not the plan's
+    group: bool  # may go to the submission's run group (run_group.py): a blocked run after the first
 
 
 # ------------------------------------------------------------ run -> judge

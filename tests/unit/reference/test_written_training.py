@@ -14,9 +14,9 @@ from grader.reference.written import fresh_written, setup_values
 from grader.replay.plan import training_plan, what_is_asked
 from grader.replay.results import expected_shapes, parse_frame
 from grader.settings import JudgeSettings
+from grader.untrusted.frames import encode_frame
 from grader.untrusted.protocol import EX4, batch_key, value_key
 from grader.untrusted.runner import Runner
-from grader.untrusted.server import encode_frame
 from grader.verdicts.training import training_verdict
 
 from gpt_corpus import MANUAL_BACKWARD, WRITTEN

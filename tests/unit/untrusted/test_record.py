@@ -15,9 +15,9 @@ from grader.exercise import spec
 from grader.replay import results
 from grader.replay.plan import EX1, what_is_asked
 from grader.replay.tensors import Expect
+from grader.untrusted.frames import encode_frame
 from grader.untrusted.protocol import MAX_OWN, OWN, RunRecord, value_key
 from grader.untrusted.runner import NoIPython, Runner
-from grader.untrusted.server import encode_frame
 
 EX1_CELL = spec.ANSWER_CELLS[1]
 EX1_NAMES = [g.name for g in EX1]

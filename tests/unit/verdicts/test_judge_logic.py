@@ -12,7 +12,7 @@ from grader.replay.client import launch_plain
 from grader.replay.results import expected_shapes, parse_frame
 from grader.replay.run import ReplayOutput
 from grader.settings import JudgeSettings
-from grader.untrusted.server import encode_frame
+from grader.untrusted.frames import encode_frame
 from grader.verdicts import judge, outcomes
 
 from conftest import JUDGE_SEED

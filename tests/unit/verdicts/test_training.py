@@ -15,7 +15,7 @@ from grader.exercise.verdict import Verdict
 from grader.reference.inputs import TRAINING_TOLERANCE, dataset, fresh_inputs
 from grader.replay.results import expected_shapes, parse_frame
 from grader.settings import JudgeSettings
-from grader.untrusted.server import encode_frame
+from grader.untrusted.frames import encode_frame
 from grader.verdicts.training import training_verdict
 
 from conftest import JUDGE_SEED, manual_backward
