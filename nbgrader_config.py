@@ -55,6 +55,10 @@ from grader import confine  # noqa: E402
 # nbgrader's check with its schema's validator made once (0.2 s a submission).
 KIT = "grader.preprocessors."
 
+# nbconvert validates the notebook after each preprocessor: 15 times a submission when grading
+# (64 ms). Once, after the last, catches the same broken notebook.
+c.Exporter.optimistic_validation = True
+
 # Deleted, duplicated, moved or retyped cells: the notebook that runs is the instructor's
 # with the student's answers and own cells put in place (grader/preprocessors/).
 c.Autograde.sanitize_preprocessors = [

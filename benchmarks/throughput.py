@@ -17,7 +17,8 @@ in a cgroup where this user may make one, benchmarks/cpu_account.py; else sample
 machines are shared; exits non-zero only if the Dask batch's grading command failed.
 
     .venv/bin/python benchmarks/throughput.py [N]      (make bench; N defaults to 40)
-    .venv/bin/python benchmarks/throughput.py N --kit-only   (the kit's batch alone: time, CPU)
+    .venv/bin/python benchmarks/throughput.py N --kit-only [--right]   (the kit's batch alone:
+                                       time, CPU; --right: a class of right answers only)
 """
 
 from __future__ import annotations
@@ -256,25 +257,29 @@ def _scores(course: Path) -> dict:
     return {s.student: s.by_grade_id for s in read_scores(f"sqlite:///{course / 'gradebook.db'}")}
 
 
-def kit_only(n: int) -> int:
+def kit_only(n: int, right: bool = False) -> int:
     """The kit's batch alone (no stock, reference or Dask run): its time and its CPU by kind,
-    for measuring a change to the kit quickly. Compares no grades."""
+    for measuring a change to the kit quickly. Compares no grades. `right`: a class whose every
+    answer is right (the corpus's full-marks cases), where the replay runs about twice a
+    submission; the corpus as a whole is mostly wrong answers, with a run for each wrong gradient."""
     names = find_names_txt()
     if names is None:
         sys.exit("names.txt not found: run `make data` or set NAMES_TXT")
-    samples = [replace(CORPUS[i % len(CORPUS)].sample, student=f"s{i:03d}") for i in range(n)]
+    cases = [c for c in CORPUS if not (c.zeros or c.carried or c.suspicious)] if right else CORPUS
+    samples = [replace(cases[i % len(cases)].sample, student=f"s{i:03d}") for i in range(n)]
     with tempfile.TemporaryDirectory() as tmp:
         course = make_course(Path(tmp) / "kit", names)
         nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
         write_submissions(samples, course=course)
         kit, sampler, counted = _batch(course)
-    print(f"submissions: {n} (corpus cases repeated), {os.cpu_count()} cores")
+    which = "the corpus's right answers" if right else "corpus cases"
+    print(f"submissions: {n} ({which} repeated), {os.cpu_count()} cores")
     print(f"kit batch (warm kernels)         {kit:7.1f} s  {kit / n:5.2f} s/submission")
     _print_cpu(sampler, counted, n)
     return 0
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--kit-only"]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
     count = int(args[0]) if args else 40
-    sys.exit(kit_only(count) if "--kit-only" in sys.argv else main(count))
+    sys.exit(kit_only(count, "--right" in sys.argv) if "--kit-only" in sys.argv else main(count))

@@ -145,7 +145,8 @@ c = Config()
 exec(open(sys.argv[1]).read(), {"get_config": lambda: c, "__file__": sys.argv[1]})
 named = [p for k in ("sanitize_preprocessors", "autograde_preprocessors") for p in c.Autograde[k]]
 named += list(c.GenerateFeedback.preprocessors) + [c.GenerateFeedback.exporter_class]
-print(json.dumps({"torch": "torch" in sys.modules, "named": [p for p in named if isinstance(p, str)]}))
+once = c.Exporter.get("optimistic_validation")
+print(json.dumps({"torch": "torch" in sys.modules, "named": [p for p in named if isinstance(p, str)], "once": once}))
 """
 
 
@@ -164,3 +165,5 @@ def test_loading_the_config_imports_no_torch_and_each_named_class_exists(tmp_pat
     assert {n.rpartition(".")[2] for n in loaded["named"]} == kit
     for name in loaded["named"]:
         assert issubclass(import_item(name), (Preprocessor, Exporter)), name
+    # the notebook validated once, after the last preprocessor, by a trait this nbconvert has
+    assert loaded["once"] is True and "optimistic_validation" in Exporter.class_trait_names()
