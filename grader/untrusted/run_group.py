@@ -174,7 +174,7 @@ class RunGroups:
     def __init__(self, warm: tuple[list, dict]):
         self.warm = warm
         self.current: Group | None = None
-        self.declined: set[str] = set()  # workdirs whose plan the group did not take
+        self.declined: str | None = None  # the last submission's folder a group did not take
 
     def close(self) -> None:
         if self.current is not None:
@@ -185,10 +185,10 @@ class RunGroups:
         workdir = str(req["workdir"])
         if self.current is not None and self.current.workdir != workdir:
             self.close()
-        if self.current is None and workdir not in self.declined:
+        if self.current is None and workdir != self.declined:
             self.current = self._start(req)
             if self.current is None:
-                self.declined.add(workdir)
+                self.declined = workdir
         if self.current is None:
             return run_process.one_run(req, self.warm)
         return self._send(self.current, req)

@@ -145,8 +145,9 @@ c = Config()
 exec(open(sys.argv[1]).read(), {"get_config": lambda: c, "__file__": sys.argv[1]})
 named = [p for k in ("sanitize_preprocessors", "autograde_preprocessors") for p in c.Autograde[k]]
 named += list(c.GenerateFeedback.preprocessors) + [c.GenerateFeedback.exporter_class]
+named = [p for p in named if isinstance(p, str)]
 once = c.Exporter.get("optimistic_validation")
-print(json.dumps({"torch": "torch" in sys.modules, "named": [p for p in named if isinstance(p, str)], "once": once}))
+print(json.dumps({"torch": "torch" in sys.modules, "named": named, "once": once}))
 """
 
 
