@@ -32,9 +32,13 @@ def encode_frame(record: RunRecord, tensors: dict[str, torch.Tensor]) -> bytes:
 
 def send_frame(channel: int, record: RunRecord, tensors: dict) -> None:
     frame = encode_frame(record, tensors)
-    data = memoryview(FRAME_HEADER.pack(len(frame)) + frame)
-    while data:
-        data = data[os.write(channel, data) :]
+    write_all(channel, FRAME_HEADER.pack(len(frame)) + frame)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def kill(pid: int) -> None:

@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 
 from . import run_process
-from .frames import MAX_RUN_BYTES, TOO_BIG, kill, last_frame, status_of
+from .frames import MAX_RUN_BYTES, TOO_BIG, kill, last_frame, status_of, write_all
 from .isolation import real_exit
 from .protocol import AS_SUBMITTED, BLOCK, INJECT_FILE, MAX_FRAME_BYTES, PLAN_FILE, RunRequest, timed_out
-from .runner import NoIPython, Runner
+from .runner import Runner
 
 # server -> group: the run's name size, its statement seconds, its inject size
 COMMAND = struct.Struct(">HdI")
@@ -60,15 +60,11 @@ def group_body(plan: dict, warm: tuple[list, dict], commands: int, answers: int)
     if any(cell["kind"] != "locked" for cell in plan["cells"][: plan["first_answer"]]):
         return DECLINED  # a cell of the student's would run in the group itself
     runner = Runner(plan, {"ex4": {}, "train": {}, "inject": {}})
-    prefix = warm[0]
-    if plan["cells"][: len(prefix)] == prefix:
-        ns = runner.setup(dict(warm[1]), start=len(prefix))
-    else:
-        ns = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
-    _write_all(answers, READY)
+    ns = runner.setup(*run_process.warm_start(plan, warm))
+    write_all(answers, READY)
     while (command := _read_command(commands)) is not None:
         code, cpu, data = _one_child(runner, ns, *command)
-        _write_all(answers, ANSWER.pack(code, cpu, len(data)) + data)
+        write_all(answers, ANSWER.pack(code, cpu, len(data)) + data)
     return 0
 
 
@@ -129,12 +125,6 @@ def _read_exactly(fd: int, size: int, deadline: float | None = None) -> bytes | 
             return None
         data += chunk
     return bytes(data)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 # ------------------------------------------------------------ the server's side
@@ -225,7 +215,7 @@ class RunGroups:
             name = str(req["run"]).encode()
             seconds = run_process.request_seconds(req) or 0.0
             command = COMMAND.pack(len(name), seconds, len(inject)) + name + inject
-            _write_all(group.commands, command)
+            write_all(group.commands, command)
         except OSError as e:
             self.close()
             return f"the run group stopped: {e}", None, None

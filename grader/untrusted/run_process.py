@@ -82,12 +82,17 @@ def replay_run(
     """One run of one submission, in this (freshly forked, isolated) process: the setup cells
     from where the warm server left off, then the run, autograd blocked or watched
     (autograd_guard.py). Results go to `channel`."""
+    ns, start = warm_start(plan, warm)
+    run_guarded(Runner(plan, inputs), ns, run, channel, autograd, statement_seconds, setup_from=start)
+
+
+def warm_start(plan: ReplayPlan, warm: tuple[list, dict] | None) -> tuple[dict, int]:
+    """Where a run's setup starts: a copy of the warm server's namespace after its prefix, where
+    the plan begins with that prefix; else an empty one, from the first cell."""
     prefix = warm[0] if warm else []
     if warm and plan["cells"][: len(prefix)] == prefix:
-        ns, start = dict(warm[1]), len(prefix)
-    else:
-        ns, start = {"__name__": "__main__", "get_ipython": NoIPython}, 0
-    run_guarded(Runner(plan, inputs), ns, run, channel, autograd, statement_seconds, setup_from=start)
+        return dict(warm[1]), len(prefix)
+    return {"__name__": "__main__", "get_ipython": NoIPython}, 0
 
 
 def run_guarded(
