@@ -12,7 +12,7 @@ from ..exercise.cells import nbgrader_meta, strip_magics
 from ..exercise.definitions import backprop_ninja as lecture
 from ..exercise.graded import GradedExercise
 from ..settings import JudgeSettings
-from ..untrusted.protocol import AS_SUBMITTED, LOCAL, PlanCell, parse_run_name, run_name_local
+from ..untrusted.protocol import AS_SUBMITTED, PlanCell, local_gradients, run_name_local
 
 EX1 = spec.NINJA.exercise1
 
@@ -148,10 +148,32 @@ def with_correct_inputs(run: str, grads: dict, exercise: GradedExercise = spec.N
     """The correct values a run is handed: none for the notebook as submitted; every upstream
     gradient for a gradient's own rule ("local:dX"); d<start> for an in-one-go exercise's run
     (Backprop Ninja's "ex3": dhpreact)."""
-    kind, name = parse_run_name(run)
-    if kind == LOCAL:
-        return {"d" + t: grads[t] for t in exercise.definition.upstream(name[1:])}
+    if local_gradients(run):  # a joint run's gradients are all handed the same (joint_runs)
+        return {"d" + t: grads[t] for t in exercise.definition.upstream(local_gradients(run)[0][1:])}
     return {"d" + o.start: grads[o.start] for o in exercise.one_go if o.run == run}
+
+
+def joint_runs(runs: list[str], exercise: GradedExercise = spec.NINJA) -> list[str]:
+    """`runs`, with the own-rule runs of gradients handed the same upstream gradients made one
+    ("local:dh+dW2+db2"), where the first of them was: a run is fixed by what it is handed, and
+    which of its values are kept changes nothing in it. The order's promise holds: what the
+    joint run is handed is what its first gradient's run was, and none of its gradients is
+    upstream of another (each would be in its own upstream set)."""
+    upstream = exercise.definition.upstream
+    out: list[str] = []
+    joined: dict[frozenset, int] = {}  # a set of upstream gradients -> its run's place in out
+    for run in runs:
+        gradients = local_gradients(run)
+        if not gradients:
+            out.append(run)
+            continue
+        key = frozenset(upstream(gradients[0][1:]))
+        if key in joined:
+            out[joined[key]] = run_name_local(*local_gradients(out[joined[key]]), *gradients)
+        else:
+            joined[key] = len(out)
+            out.append(run)
+    return out
 
 
 def kernel_prefix(cells) -> list[str]:

@@ -12,7 +12,7 @@ run only; a bad tensor costs its key only, with the reason in the verdict.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -42,7 +42,9 @@ from ..untrusted.protocol import (
     TRAINED,
     VALUE_KINDS,
     RunRecord,
+    local_gradients,
     parse_value_key,
+    run_name_local,
     value_key,
 )
 from .tensors import MAX_NAME, BadFrame, Expect, load_tensors
@@ -116,6 +118,28 @@ def parse_frame(
             status if status != STATUS_OK else f"returned an unusable result ({reason})", cpu=cpu
         )
     return RunResult(status, meta, tensors, rejected, cpu)
+
+
+def each_gradients(run: str, result: RunResult) -> dict[str, RunResult]:
+    """A joint own-rule run ("local:dX+dY", plan.joint_runs) as the runs it stands for, each
+    with its own gradient's value and everything else the run gave; any other run as it is."""
+    gradients = local_gradients(run)
+    if len(gradients) < 2:
+        return {run: result}
+    return {run_name_local(g): _with_values_of(result, g) for g in gradients}
+
+
+def _with_values_of(result: RunResult, gradient: str) -> RunResult:
+    def keep(key: str) -> bool:
+        return key == gradient or parse_value_key(key)[0] == OWN
+
+    values = {k: v for k, v in result.meta.get("values", {}).items() if keep(k)}
+    return replace(
+        result,
+        meta={**result.meta, "values": values} if result.meta else {},
+        tensors={k: t for k, t in result.tensors.items() if keep(k)},
+        rejected={k: why for k, why in result.rejected.items() if keep(k)},
+    )
 
 
 def split_frame(frame: bytes) -> tuple[bytes, bytes]:

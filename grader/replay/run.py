@@ -32,7 +32,7 @@ from ..untrusted.protocol import (
 )
 from . import results
 from .client import Launcher, ReplayServer, exchange_root, launch_sandboxed, server_for
-from .plan import run_order, warm_prefix, what_is_asked, with_correct_inputs
+from .plan import joint_runs, run_order, warm_prefix, what_is_asked, with_correct_inputs
 from .results import RunResult
 
 
@@ -151,8 +151,8 @@ def run_replay(
         server = server_for(warm_prefix(cells, exercise), launcher)
         r = _Runs(server, work, fresh, settings, data, exercise, results.expected_shapes(fresh, exercise))
         runs = {AS_SUBMITTED: r.graded(AS_SUBMITTED, mode, again)}
-        for run in then(runs[AS_SUBMITTED]):  # one run group: forked from one set-up process
-            runs[run] = r.graded(run, mode, again, group=True)
+        for run in joint_runs(then(runs[AS_SUBMITTED]), exercise):  # one run group (run_group.py)
+            runs.update(results.each_gradients(run, r.graded(run, mode, again, group=True)))
         # "zero": a watched run where the notebook reached for autograd, only to explain (3x the
         # statement limit: torch.func's first use imports torch._dynamo, seconds);
         # "flag": graded as if autograd were allowed, and always a blocked run to compare with

@@ -31,13 +31,20 @@ EX3 = "ex3"  # exercise 3's answer cell, handed the correct dhpreact
 LOCAL = "local"  # "local:dX": dX on the student's own rule, handed every upstream gradient
 
 
-def run_name_local(gradient: str) -> str:
-    """The run that judges `gradient` ("dX") on its own rule: "local:dX"."""
-    return f"{LOCAL}:{gradient}"
+def run_name_local(*gradients: str) -> str:
+    """The run that judges `gradients` ("dX", ...) on their own rules: "local:dX", or
+    "local:dX+dY" for gradients handed the same upstream gradients (one run gives each)."""
+    return f"{LOCAL}:{'+'.join(gradients)}"
+
+
+def local_gradients(run: str) -> list[str]:
+    """The gradients a "local:..." run keeps ([] for any other run)."""
+    kind, gradients = parse_run_name(run)
+    return gradients.split("+") if kind == LOCAL else []
 
 
 def parse_run_name(run: str) -> tuple[str, str]:
-    """(kind, gradient): ("main", ""), ("ex3", ""), ("local", "dX")."""
+    """(kind, gradient): ("main", ""), ("ex3", ""), ("local", "dX"), ("local", "dX+dY")."""
     kind, _, gradient = run.partition(":")
     return kind, gradient
 

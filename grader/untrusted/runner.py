@@ -39,6 +39,7 @@ from .protocol import (
     RunInputs,
     RunRecord,
     ValueInfo,
+    local_gradients,
     parse_run_name,
     value_key,
 )
@@ -176,7 +177,7 @@ class Runner:
         meta: RunRecord = {"values": {}, "names": [], "aliases": [], "n_at": {}}
         tensors: dict = {}
         ns["__builtins__"] = {**vars(builtins), "print": _discard}  # the student's names stay theirs
-        plan, (kind, target) = self.plan, parse_run_name(name)
+        plan, (kind, _) = self.plan, parse_run_name(name)
         snapshots, one_go = plan.get("snapshots", {}), plan.get("one_go", {}).get(name)
         for cell in plan["cells"][plan["first_answer"] :]:
             gid = cell.get("grade_id")
@@ -188,7 +189,8 @@ class Runner:
                     continue
                 before = set(ns)
                 self.run_cell(ns, cell, self.inputs["inject"])
-                self._snapshot(ns, [target], meta, tensors)
+                for gradient in local_gradients(name):  # each as its run alone would keep it
+                    self._snapshot(ns, [gradient], meta, tensors)
                 self._own(ns, before, meta, tensors)
                 return meta, tensors
             if gid in plan.get("cleared", []):

@@ -24,6 +24,7 @@ from grader.reference.backprop_ninja import rules
 from grader.reference.inputs import dataset, fresh_inputs
 from grader.replay.plan import (
     AS_SUBMITTED,
+    joint_runs,
     kernel_prefix,
     replay_cells,
     reseed,
@@ -93,6 +94,31 @@ def test_run_order_safety_property():
         assert "dhprebn" not in handed(run), f"{run} runs before ex3 and is handed dhprebn"
     # the property is not vacuous: later runs are handed dhprebn
     assert any("dhprebn" in handed(r) for r in order[ex3 + 1 :])
+
+
+
+def test_joint_runs_join_gradients_handed_the_same_and_keep_the_orders_promise():
+    """A joint run stands where its first gradient's run stood, is handed what that run was, and
+    no run in the joint order is handed a gradient whose own run (joint or not) is still to come;
+    every gradient keeps exactly one run; on any subset of the runs, as the judge asks for them."""
+    grads = {t: torch.zeros(1) for t in [g.target for g in spec.GRADIENTS if g.exercise == 1]}
+    joint = joint_runs(run_order())
+    assert "local:dh+dW2+db2" in joint and "local:dbngain+dbnraw+dbnbias" in joint
+    assert "local:dembcat+dW1+db1" in joint
+    assert len([r for r in joint if r.startswith("local:")]) == len(EX1) - 1 - 6
+    rng = random.Random(3)
+    for trial in range(200):
+        asked = [r for r in run_order()[1:] if trial == 0 or rng.random() < 0.5]
+        joint = joint_runs(asked)
+        kept = [g for r in joint if r.startswith("local:") for g in r[len("local:") :].split("+")]
+        assert sorted(kept) == sorted(r[len("local:") :] for r in asked if r.startswith("local:"))
+        judged = {"dlogprobs", *(r[len("local:") :] for r in run_order() if r not in asked)}
+        for run in joint:
+            given = set(with_correct_inputs(run, grads))
+            assert given <= judged, (run, given - judged)
+            members = run[len("local:") :].split("+") if run.startswith("local:") else []
+            assert all(set(with_correct_inputs(f"local:{m}", grads)) == given for m in members)
+            judged |= set(members) | ({"dhprebn"} if run == "ex3" else set())
 
 
 def test_handed_is_what_the_replay_injects():

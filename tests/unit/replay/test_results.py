@@ -61,6 +61,30 @@ def test_an_honest_frame_passes(fresh):
     assert set(main.tensors) == set(main.meta["values"])
 
 
+
+def test_a_joint_run_stands_for_each_of_its_gradients_runs(fresh):
+    """plan.joint_runs' "local:dh+dW2+db2": each gradient gets the run's status, record and CPU,
+    with its own value only (and the student's own names, OWN/i, which any of them may hold)."""
+    values = {"dh": {"kind": "tensor"}, "dW2": {"kind": "none"}, "db2": {"kind": "tensor"}}
+    values["own/0"] = {"kind": "tensor"}
+    dh = fresh.grads["h"].clone()
+    tensors = {"dh": dh, "db2": dh[0], "own/0": fresh.grads["W2"]}  # db2 shares dh's memory
+    meta = {"values": values, "errors": [{"cell": "ex1", "line": 2, "error": "E", "assigns": []}]}
+    meta["own"] = ["mine"]
+    joint = results.parse_frame(frame(meta, tensors), "ok", expected_shapes(fresh), cpu=0.25)
+    assert set(joint.rejected) == {"db2"}  # refused: for db2's run only
+    each = results.each_gradients("local:dh+dW2+db2", joint)
+    assert list(each) == ["local:dh", "local:dW2", "local:db2"]
+    assert torch.equal(each["local:dh"].value("dh"), fresh.grads["h"])
+    assert each["local:dW2"].value("dW2") is None and each["local:dW2"].value("dh") is MISSING
+    assert set(each["local:db2"].rejected) == {"db2"} and not each["local:dh"].rejected
+    for run in each.values():
+        assert (run.status, run.cpu, run.meta["errors"], run.meta["own"]) == ("ok", 0.25, meta["errors"], ["mine"])
+        assert torch.equal(run.value("own/0"), fresh.grads["W2"])
+    assert results.each_gradients("local:dh", joint) == {"local:dh": joint}
+    assert results.each_gradients("ex3", joint) == {"ex3": joint}
+
+
 def test_unknown_keys_are_dropped(fresh):
     r = parse(
         fresh,

@@ -58,6 +58,13 @@ def test_run_names():
         ("ex3", ""),
         ("local", "dW1"),
     ]
+    assert p.run_name_local("dh", "dW2") == "local:dh+dW2"
+    assert [p.local_gradients(r) for r in ("local:dh+dW2", "local:dW1", "main", "ex3")] == [
+        ["dh", "dW2"],
+        ["dW1"],
+        [],
+        [],
+    ]
 
 
 def test_every_run_the_judge_sends_parses_back():

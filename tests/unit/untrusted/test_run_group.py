@@ -18,7 +18,7 @@ from grader.incoming.submissions import fill, reference_answers
 from grader.replay import results
 from grader.replay import run as run_mod
 from grader.replay.client import ReplayServer, exchange_root, launch_plain
-from grader.replay.plan import replay_cells, run_order, warm_prefix, what_is_asked
+from grader.replay.plan import joint_runs, replay_cells, run_order, warm_prefix, what_is_asked
 from grader.settings import JudgeSettings
 from grader.untrusted.protocol import BLOCK, STATUS_OK, run_name_local
 
@@ -73,10 +73,14 @@ def test_a_groups_runs_give_what_they_give_alone(release, fresh, names_txt):
         runs.one("main", BLOCK)
         grouped = {r: runs.one(r, BLOCK, group=True) for r in LOCAL}
         alone = {r: runs.one(r, BLOCK) for r in LOCAL}
+        joint = {}  # plan.joint_runs: one run for the gradients handed the same
+        for run in [r for r in joint_runs(LOCAL) if "+" in r]:
+            joint.update(results.each_gradients(run, runs.one(run, BLOCK, group=True)))
     finally:
         server.close()
     assert all(grouped[r].status == STATUS_OK for r in LOCAL), {r: grouped[r].status for r in LOCAL}
     assert [r for r in LOCAL if not _same(grouped[r], alone[r])] == []
+    assert len(joint) == 9 and [r for r in joint if not _same(joint[r], alone[r])] == []
     assert all(grouped[r].cpu is not None for r in LOCAL)  # counted by the kernel, as alone
 
 
