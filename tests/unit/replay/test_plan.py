@@ -96,7 +96,6 @@ def test_run_order_safety_property():
     assert any("dhprebn" in handed(r) for r in order[ex3 + 1 :])
 
 
-
 def test_joint_runs_join_gradients_handed_the_same_and_keep_the_orders_promise():
     """A joint run stands where its first gradient's run stood, is handed what that run was, and
     no run in the joint order is handed a gradient whose own run (joint or not) is still to come;

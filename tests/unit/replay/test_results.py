@@ -61,7 +61,6 @@ def test_an_honest_frame_passes(fresh):
     assert set(main.tensors) == set(main.meta["values"])
 
 
-
 def test_a_joint_run_stands_for_each_of_its_gradients_runs(fresh):
     """plan.joint_runs' "local:dh+dW2+db2": each gradient gets the run's status, record and CPU,
     with its own value only (and the student's own names, OWN/i, which any of them may hold)."""
