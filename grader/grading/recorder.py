@@ -19,12 +19,17 @@ from ..exercise.graded import GradedExercise
 from .resident import Resident
 from .workers import autograde_args, graded_in_gradebook
 
-# The workers' notebooks as they are (UseRemoteResult); nbgrader's own steps that write grades.
+# The workers' notebooks as they are (UseRemoteResult); the steps that write grades, as
+# nbgrader_config.py names them.
 FINISH = [
     "--Autograde.sanitize_preprocessors=grader.preprocessors.use_remote_result.UseRemoteResult",
     *(
-        f"--Autograde.autograde_preprocessors=nbgrader.preprocessors.{name}"
-        for name in ("SaveAutoGrades", "AssignLatePenalties", "CheckCellMetadata")
+        f"--Autograde.autograde_preprocessors={name}"
+        for name in (
+            "grader.preprocessors.SaveAutoGradesOnce",
+            "nbgrader.preprocessors.AssignLatePenalties",
+            "nbgrader.preprocessors.CheckCellMetadata",
+        )
     ),
 ]
 _END = None

@@ -5,6 +5,7 @@
 - ReplayGrades: the judge's verdicts into the graded cells (where grades come from)
 - RebuildFromSource: the instructor's notebook with the student's answers put in place
 - CheckCellMetadata: nbgrader's metadata check, its schema's validator made once
+- OverwriteCellsOnce, SaveAutoGradesOnce: nbgrader's, a notebook's gradebook rows read once
 - UseRemoteResult: a cluster worker's autograded notebook, recorded by the coordinator
 - FeedbackSummary (+ FeedbackExporter, its page): feedback that opens with every gradient's verdict
 
@@ -22,8 +23,10 @@ _MODULE_OF = {
     "FeedbackSummary": "feedback_summary",
     "LimitedExecute": "limited_execute",
     "NeutraliseOutputs": "neutralise_outputs",
+    "OverwriteCellsOnce": "gradebook_rows",
     "RebuildFromSource": "rebuild_from_source",
     "ReplayGrades": "replay_grades",
+    "SaveAutoGradesOnce": "gradebook_rows",
     "UseRemoteResult": "use_remote_result",
 }
 __all__ = sorted(_MODULE_OF)
