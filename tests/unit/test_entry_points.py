@@ -162,6 +162,7 @@ def test_loading_the_config_imports_no_torch_and_each_named_class_exists(tmp_pat
     from traitlets.utils.importstring import import_item
 
     kit = {"RebuildFromSource", "CheckCellMetadata", "LimitedExecute", "NeutraliseOutputs", "ReplayGrades"}
+    kit |= {"OverwriteCellsOnce", "SaveAutoGradesOnce"}
     kit |= {"FeedbackSummary", "FeedbackExporter"}
     assert {n.rpartition(".")[2] for n in loaded["named"]} == kit
     for name in loaded["named"]:
