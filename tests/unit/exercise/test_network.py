@@ -126,6 +126,31 @@ def test_dataset_split_is_the_notebooks_shuffle(lecture_dataset, lecture_words):
     assert torch.equal(Xtr, lecture_dataset.Xtr) and torch.equal(Ytr, lecture_dataset.Ytr)
 
 
+def _lectures_loop(words, stoi, block_size):
+    """The notebook's build_dataset, as the lecture writes it."""
+    X, Y = [], []
+    for w in words:
+        context = [0] * block_size
+        for ch in w + ".":
+            ix = stoi[ch]
+            X.append(context)
+            Y.append(ix)
+            context = context[1:] + [ix]
+    return torch.tensor(X), torch.tensor(Y)
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 5])
+def test_build_dataset_is_the_lectures_loop(lecture_words, lecture_dataset, block_size):
+    """The same tensors, bit for bit and dtype, on the whole of names.txt and on short words."""
+    for words in (lecture_words, ["a"], ["ab", "c", "abcabcab"]):
+        ours = network.build_dataset(words, lecture_dataset.stoi, block_size)
+        theirs = _lectures_loop(words, lecture_dataset.stoi, block_size)
+        for a, b in zip(ours, theirs):
+            assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    X, Y = network.build_dataset([], lecture_dataset.stoi, block_size)  # no words, no examples
+    assert X.shape == (0, block_size) and Y.shape == (0,)
+
+
 def test_build_dataset_contexts():
     stoi = {".": 0, "a": 1, "b": 2}
     X, Y = network.build_dataset(["ab"], stoi)
