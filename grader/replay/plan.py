@@ -50,7 +50,13 @@ def reseed(
 @lru_cache(maxsize=64)
 def _seeded(source: str, batch_size: int | None, seed_constant: int) -> bool:
     """Whether the cell depends on the seed (the same for every submission: cached)."""
-    return reseed(source, 0, batch_size, seed_constant) != reseed(source, 1, batch_size, seed_constant)
+    return reseed(source, 0, batch_size, seed_constant) != _unseeded(source, batch_size, seed_constant)
+
+
+@lru_cache(maxsize=64)
+def _unseeded(source: str, batch_size: int | None, seed_constant: int) -> str:
+    """reseed's text for a cell that does not depend on the seed: any seed's, made once."""
+    return reseed(source, 1, batch_size, seed_constant)
 
 
 def _cell(label: str, kind: str, grade_id: str | None, source: str, seeded: bool = False) -> PlanCell:
@@ -74,8 +80,12 @@ def replay_cells(cells, settings: JudgeSettings, exercise: GradedExercise = spec
         elif meta.get("locked"):
             if gid not in exercise.kernel_only_cells:
                 size = settings.batch_size if gid == exercise.batch_cell else None
-                source = reseed(cell["source"], settings.seed, size, seed)
-                out.append(_cell(gid, "locked", gid, source, _seeded(cell["source"], size, seed)))
+                seeded = _seeded(cell["source"], size, seed)
+                if seeded:
+                    source = reseed(cell["source"], settings.seed, size, seed)
+                else:  # the same text for every submission
+                    source = _unseeded(cell["source"], size, seed)
+                out.append(_cell(gid, "locked", gid, source, seeded))
         else:
             out.append(_cell(f"your cell after {last}", "added", None, cell["source"]))
         last = gid or last
