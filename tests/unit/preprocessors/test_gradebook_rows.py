@@ -111,6 +111,22 @@ def test_overwrite_cells_as_nbgrader(template, tmp_path, caplog, edit):
         assert ours[1], "the edit was noticed"
 
 
+def test_missing_cells_added_back_as_nbgrader(template, tmp_path, caplog):
+    """With add_missing_cells, a deleted grade cell comes back where nbgrader puts it."""
+    nb = nbformat.read(RELEASE, 4)
+    nb.cells.remove(_cells(nb, True)[7])
+    runs = []
+    for pre, db in ((OverwriteCellsOnce, "ours.db"), (OverwriteCells, "theirs.db")):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            out, _ = pre(add_missing_cells=True).preprocess(
+                copy.deepcopy(nb), _resources(_copy(template, tmp_path, db))
+            )
+        runs.append(([{k: v for k, v in c.items() if k != "id"} for c in out.cells], caplog.messages))
+    assert runs[0] == runs[1]
+    assert len(runs[0][0]) == len(nb.cells) + 1 and any("Missing grade cell" in m for m in runs[0][1])
+
+
 def _graded_notebook():
     """The release with a verdict in each test cell: right, wrong, half and no score."""
     nb = nbformat.read(RELEASE, 4)
