@@ -80,10 +80,10 @@ def replay_cells(cells, settings: JudgeSettings, exercise: GradedExercise = spec
         elif meta.get("locked"):
             if gid not in exercise.kernel_only_cells:
                 size = settings.batch_size if gid == exercise.batch_cell else None
-                seeded = _seeded(cell["source"], size, seed)
+                seeded = _seeded(cell["source"], size, seed)  # else the same text for every submission
                 if seeded:
                     source = reseed(cell["source"], settings.seed, size, seed)
-                else:  # the same text for every submission
+                else:
                     source = _unseeded(cell["source"], size, seed)
                 out.append(_cell(gid, "locked", gid, source, seeded))
         else:

@@ -54,6 +54,7 @@ def _copy(template, tmp_path, name: str) -> str:
 
 
 def _cells(nb, grade: bool):
+    """The nbgrader cells that are graded (`grade` True) or not; cells nbgrader does not know, neither."""
     return [c for c in nb.cells if c.metadata.get("nbgrader", {"grade": None}).get("grade", False) is grade]
 
 
@@ -165,7 +166,7 @@ def test_save_auto_grades_as_nbgrader(template, tmp_path, caplog, manual):
     assert ours["grades"][spec.GRADED[0].grade_id][1] is manual
 
 
-def _statements(url: str, pre) -> tuple[int, int]:
+def _statements(monkeypatch, url: str, pre) -> tuple[int, int]:
     """(SQL statements, commits) that `pre` sends, grading the notebook once (`pre` None: what
     opening a Gradebook alone sends)."""
     counts = [0, 0]
@@ -177,26 +178,24 @@ def _statements(url: str, pre) -> tuple[int, int]:
         event.listen(engine, "commit", lambda *a: counts.__setitem__(1, counts[1] + 1))
         return engine
 
-    api.create_engine = counting_engine
-    try:
+    with monkeypatch.context() as mp:
+        mp.setattr(api, "create_engine", counting_engine)
         if pre is None:
             api.Gradebook(url).close()
         else:
             pre.preprocess(_graded_notebook(), _resources(url))
-    finally:
-        api.create_engine = engine_init
     return counts[0], counts[1]
 
 
-def test_fewer_statements_and_one_commit(template, tmp_path):
+def test_fewer_statements_and_one_commit(template, tmp_path, monkeypatch):
     """What the module is for: nbgrader's ask once a cell and commit once a cell."""
-    opening = _statements(_copy(template, tmp_path, "o.db"), None)
-    ours = _statements(_copy(template, tmp_path, "a.db"), SaveAutoGradesOnce())
-    theirs = _statements(_copy(template, tmp_path, "b.db"), SaveAutoGrades())
+    opening = _statements(monkeypatch, _copy(template, tmp_path, "o.db"), None)
+    ours = _statements(monkeypatch, _copy(template, tmp_path, "a.db"), SaveAutoGradesOnce())
+    theirs = _statements(monkeypatch, _copy(template, tmp_path, "b.db"), SaveAutoGrades())
     assert ours[1] == opening[1] + 1 and theirs[1] >= opening[1] + len(spec.GRADED)  # one a cell
     assert ours[0] - opening[0] < (theirs[0] - opening[0]) / 4
-    ours = _statements(_copy(template, tmp_path, "c.db"), OverwriteCellsOnce())
-    theirs = _statements(_copy(template, tmp_path, "d.db"), OverwriteCells())
+    ours = _statements(monkeypatch, _copy(template, tmp_path, "c.db"), OverwriteCellsOnce())
+    theirs = _statements(monkeypatch, _copy(template, tmp_path, "d.db"), OverwriteCells())
     assert ours[0] - opening[0] < (theirs[0] - opening[0]) / 4
 
 
