@@ -88,6 +88,7 @@ class RunResult:
     tensors: dict = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)  # key -> why its tensor was refused
     cpu: float | None = None  # the run's CPU seconds, counted by the kernel (not by the run)
+    by: str | None = None  # not made: the earlier run whose values stand for it (verdicts/settled.py)
 
     def value(self, key: str):
         if key in self.rejected:
@@ -127,6 +128,12 @@ def each_gradients(run: str, result: RunResult) -> dict[str, RunResult]:
     if len(gradients) < 2:
         return {run: result}
     return {run_name_local(g): _with_values_of(result, g) for g in gradients}
+
+
+def stand_ins(run: str, result: RunResult, by: str) -> dict[str, RunResult]:
+    """An own-rule run that was not made, as the runs it stands for: each gradient's values
+    from `result`, the run `by` that was made and answered for it."""
+    return {run_name_local(g): replace(_with_values_of(result, g), by=by) for g in local_gradients(run)}
 
 
 def _with_values_of(result: RunResult, gradient: str) -> RunResult:

@@ -134,6 +134,7 @@ def run_replay(
     data: dict[str, Path],
     then: Callable[[RunResult], list[str]],
     again: Callable[[RunResult], bool] = lambda run: False,
+    settled: Callable[[str, dict[str, RunResult]], str | None] = lambda run, made: None,
     launcher: Launcher = launch_sandboxed,
 ) -> ReplayOutput:
     """In the sandbox unless `launcher` says otherwise (client.launch_plain: tests only). The
@@ -142,7 +143,8 @@ def run_replay(
     ("zero", the default policy) or open ("flag"); the notebook as submitted runs once more the
     other way (under "zero" only where it reached for autograd): which gradients autograd made.
     A graded run that `again` marks (over the numeric bound, verdicts/numeric.py) runs once more,
-    and its second result is the one kept."""
+    and its second result is the one kept. A run that `settled` names an earlier made run for
+    (verdicts/settled.py) is not made: that run's values stand for it (RunResult.by)."""
     mode = BLOCK if settings.autograd_policy == "zero" else OPEN
     work = Path(tempfile.mkdtemp(prefix="replay-", dir=exchange_root()))
     try:
@@ -151,8 +153,14 @@ def run_replay(
         server = server_for(warm_prefix(cells, exercise), launcher)
         r = _Runs(server, work, fresh, settings, data, exercise, results.expected_shapes(fresh, exercise))
         runs = {AS_SUBMITTED: r.graded(AS_SUBMITTED, mode, again)}
+        made: dict[str, RunResult] = {}
         for run in joint_runs(then(runs[AS_SUBMITTED]), exercise):  # one run group (run_group.py)
-            runs.update(results.each_gradients(run, r.graded(run, mode, again, group=True)))
+            by = settled(run, made)
+            if by:
+                runs.update(results.stand_ins(run, made[by], by))
+                continue
+            made[run] = r.graded(run, mode, again, group=True)
+            runs.update(results.each_gradients(run, made[run]))
         # "zero": a watched run where the notebook reached for autograd, only to explain (3x the
         # statement limit: torch.func's first use imports torch._dynamo, seconds);
         # "flag": graded as if autograd were allowed, and always a blocked run to compare with

@@ -39,7 +39,6 @@ from .protocol import (
     RunInputs,
     RunRecord,
     ValueInfo,
-    local_gradients,
     parse_run_name,
     value_key,
 )
@@ -189,7 +188,9 @@ class Runner:
                     continue
                 before = set(ns)
                 self.run_cell(ns, cell, self.inputs["inject"])
-                for gradient in local_gradients(name):  # each as its run alone would keep it
+                # every gradient, each as its run alone would keep it: one below this run's that
+                # comes out right here, with right inputs, needs no run of its own (outcomes.settled_by)
+                for gradient in plan["exercise1"]:
                     self._snapshot(ns, [gradient], meta, tensors)
                 self._own(ns, before, meta, tensors)
                 return meta, tensors

@@ -56,7 +56,8 @@ def _say(v: Verdict, text: str, problem: str | None = None) -> None:
 
 def apply_policy(verdicts: dict[str, Verdict], found: Outcomes, out: ReplayOutput, policy: str) -> list[Flag]:
     """Turn the comparison into verdicts (policy "zero") and flags (both policies)."""
-    blocked_runs = [r for r in (out.runs.values() if out.mode == BLOCK else [out.counterpart]) if r]
+    ran = [r for r in out.runs.values() if not r.by]  # a stand-in's events are its maker's
+    blocked_runs = [r for r in (ran if out.mode == BLOCK else [out.counterpart]) if r]
     worked_around = evidence(blocked_runs, ("bypass", "tamper"))
     made = made_by_autograd(found)
     used = evidence([r for r in (out.blocked, out.watched) if r], ("call", "bypass"))

@@ -31,6 +31,7 @@ from .flags import Flag, flags, scan_plan
 from .grading import NOTHING, decide, with_hint
 from .numeric import apply_numeric, over_budget
 from .scan import Finding
+from .settled import StandIns
 from .time_limit import JudgeTimeout, time_limit
 
 
@@ -101,7 +102,15 @@ def judge_submission(
 
     again = over_budget(plan, fresh, settings, exercise)
     out = run_replay(
-        plan, fresh, settings, exercise=exercise, data=data, then=then, again=again, launcher=launcher
+        plan,
+        fresh,
+        settings,
+        exercise=exercise,
+        data=data,
+        then=then,
+        again=again,
+        settled=StandIns(fresh, exercise).settled_by,
+        launcher=launcher,
     )
     try:
         with time_limit(settings.judge_seconds):

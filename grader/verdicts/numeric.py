@@ -155,6 +155,8 @@ def apply_numeric(
     found: dict[int, str] = {}
     flags = []
     for name, run in out.runs.items():
+        if run.by:  # not made: its cost is the run's that stands for it
+            continue
         for ex, seconds in costly(run, section, limit, settings.train_steps, exercise.training).items():
             found.setdefault(
                 ex,
