@@ -127,16 +127,19 @@ def each_gradients(run: str, result: RunResult) -> dict[str, RunResult]:
     gradients = local_gradients(run)
     if len(gradients) < 2:
         return {run: result}
-    return {run_name_local(g): _with_values_of(result, g) for g in gradients}
+    return {run_name_local(g): gradients_own_values(result, g) for g in gradients}
 
 
 def stand_ins(run: str, result: RunResult, by: str) -> dict[str, RunResult]:
     """An own-rule run that was not made, as the runs it stands for: each gradient's values
     from `result`, the run `by` that was made and answered for it."""
-    return {run_name_local(g): replace(_with_values_of(result, g), by=by) for g in local_gradients(run)}
+    return {run_name_local(g): replace(gradients_own_values(result, g), by=by) for g in local_gradients(run)}
 
 
-def _with_values_of(result: RunResult, gradient: str) -> RunResult:
+def gradients_own_values(result: RunResult, gradient: str) -> RunResult:
+    """`result` as `gradient`'s own-rule run gives it: that gradient's value, the student's own
+    names (a rename's candidates) and everything else the run said."""
+
     def keep(key: str) -> bool:
         return key == gradient or parse_value_key(key)[0] == OWN
 
