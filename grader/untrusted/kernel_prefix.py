@@ -1,5 +1,7 @@
 """The notebook's student-independent first cells (the imports and the 228k-example dataset),
-run once by the warm kernel server (zygote.py) instead of once per submission.
+run once by the warm kernel server (zygote.py) instead of once per submission; with what else
+every kernel would do for itself that the server can do once (`import_ahead`), and one
+transformation of each cell's text where ipykernel and IPython each make one (`transform_once`).
 
 The server runs them with the instructor's names.txt and keeps what each printed and the
 namespace they leave. In each kernel it forks, a cell whose source is exactly the next of
@@ -28,7 +30,9 @@ from ..exercise.cells import strip_magics
 MODULE = "_backprop_ninja_prefix"  # how the replaced cells reach this module in the kernel
 # What each kernel imported for itself after the fork: IPKernelApp.initialize (the debugger, pdb,
 # the history's sqlite3: 0.3 of its 0.4 CPU-s), then the notebook's first cells (`%matplotlib
-# inline`, the traceback of a cell that raises). Imported once in the server: 0.2 CPU-s a kernel.
+# inline`, the traceback of a cell that raises), then the hidden tests' `from grader.incell
+# import grade` (the exercise's definition and spec: a tenth of a warm kernel's CPU). Imported
+# once in the server: 0.2 CPU-s a kernel, and the kit's one more.
 KERNEL_IMPORTS = (
     "pdb",
     "sqlite3",
@@ -44,6 +48,9 @@ KERNEL_IMPORTS = (
     "matplotlib.backends.backend_agg",
     "stack_data",
     "pygments.formatters.terminal256",
+    "IPython.core.oinspect",
+    "IPython.core.completerlib",
+    "grader.incell",
 )
 
 
@@ -54,6 +61,29 @@ def import_ahead() -> None:
             importlib.import_module(name)
         except ImportError:  # another version without it: the kernel does without, or imports it
             pass
+    try:  # `%matplotlib inline` reads every installed package's entry points the first time
+        from matplotlib.backends.registry import backend_registry
+
+        backend_registry.list_all()
+    except Exception:  # noqa: BLE001 - another matplotlib: each kernel reads them, as before
+        pass
+
+
+def transform_once(shell) -> None:
+    """In a kernel: ipykernel transforms a cell's text to decide how to run it, then IPython
+    transforms it again to run it (tokenizing the whole cell each time: a tenth of a warm
+    kernel's CPU). Nothing runs in between, so the second is the first's result. Keyed by the
+    execution count, as Prefix._transform is: the same text in a later cell is transformed anew."""
+    transform, last = shell.transform_cell, {}
+
+    def once(raw_cell: str) -> str:
+        key = (shell.execution_count, raw_cell)
+        if key not in last:
+            last.clear()
+            last[key] = transform(raw_cell)
+        return last[key]
+
+    shell.transform_cell = once
 
 
 def _shows_a_value(source: str) -> bool:

@@ -3,13 +3,14 @@ in a real IPython shell, each kernel must print and hold what running the cells 
 
 from __future__ import annotations
 
+import importlib.machinery
 import random
 import sys
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from grader.untrusted.kernel_prefix import MODULE, Prefix
+from grader.untrusted.kernel_prefix import KERNEL_IMPORTS, MODULE, Prefix, transform_once
 
 CELLS = [
     "import random\n%config Completer.use_jedi = False",  # a magic: really runs
@@ -88,3 +89,39 @@ def test_a_failing_or_noisy_cell_means_nothing_is_skipped():
     shows = Prefix(["x = 1", "x"])  # a bare expression is shown by a kernel: it really runs
     assert shows.run()
     assert shows.skippable == [True]
+
+
+def test_a_cell_is_transformed_once_for_ipykernel_and_ipython(shell, capsys):
+    cells = ["%time x = 1", "y = 2\nprint(y)", "y = 2\nprint(y)"]
+    plain = [shell.transform_cell(c) for c in cells]
+    seen = []
+    manager = shell.input_transformer_manager.transform_cell
+    shell.input_transformer_manager.transform_cell = lambda cell: seen.append(cell) or manager(cell)
+    transform_once(shell)
+    # as a kernel runs a cell: ipykernel's do_execute transforms it, then IPython's run_cell
+    # (and %time transforms its own line): each text once, with the same result as without
+    for cell, expected in zip(cells, plain):
+        assert shell.transform_cell(cell) == expected
+        _run(shell, cell, capsys)
+    assert seen == ["%time x = 1", "x = 1", "y = 2\nprint(y)", "y = 2\nprint(y)"]
+    assert shell.user_ns["x"] == 1 and shell.execution_count == 4
+
+
+def test_every_module_imported_ahead_exists_here():
+    """import_ahead passes over a module it cannot import (another version's layout): a name
+    misspelt here would be passed over silently, and every kernel would import it again."""
+    assert [name for name in KERNEL_IMPORTS if not _found(name)] == []
+
+
+def _found(name: str) -> bool:
+    """Whether the module is installed, found without importing it or its packages (importing
+    matplotlib starts fc-list: a unit test starts no process)."""
+    if name in sys.builtin_module_names:
+        return True
+    path = None
+    for part in name.split("."):
+        spec = importlib.machinery.PathFinder.find_spec(part, path)
+        if spec is None:
+            return False
+        path = spec.submodule_search_locations
+    return True
