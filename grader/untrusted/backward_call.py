@@ -16,15 +16,25 @@ class BackwardFailed(Exception):
     """The call gave no usable list of gradients; the message says why, for the student."""
 
 
-def accepted_arguments(fn, inputs: dict) -> dict:
-    """The keyword arguments `fn` takes, by name (all of them if it has **kwargs)."""
+def accepted_names(fn) -> frozenset[str] | None:
+    """The keywords `fn` takes by name; None if it takes any (**kwargs, or no signature)."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):  # a builtin or a callable without a signature
-        return inputs
+        return None
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return inputs
-    return {k: inputs[k] for k in params if k in inputs}
+        return None
+    return frozenset(params)
+
+
+def accepted_arguments(fn, inputs: dict) -> dict:
+    """The keyword arguments `fn` takes, of `inputs` (all of them if it has **kwargs)."""
+    return taken(inputs, accepted_names(fn))
+
+
+def taken(inputs: dict, names: frozenset[str] | None) -> dict:
+    """Those of `inputs` named in `names` (`accepted_names`: a loop reads them once)."""
+    return inputs if names is None else {k: v for k, v in inputs.items() if k in names}
 
 
 def call_manual_backward(fn, inputs: dict, params: Sequence[str] = tuple(spec.PARAMETERS)) -> list:

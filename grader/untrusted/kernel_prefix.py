@@ -1,7 +1,7 @@
 """The notebook's student-independent first cells (the imports and the 228k-example dataset),
 run once by the warm kernel server (zygote.py) instead of once per submission; with what else
-every kernel would do for itself that the server can do once (`import_ahead`), and one
-transformation of each cell's text where ipykernel and IPython each make one (`transform_once`).
+every kernel would do for itself that the server can do once (`import_ahead`), and each
+cell's text transformed and compiled once where ipykernel and IPython each did it (`once_per_cell`).
 
 The server runs them with the instructor's names.txt and keeps what each printed and the
 namespace they leave. In each kernel it forks, a cell whose source is exactly the next of
@@ -69,21 +69,33 @@ def import_ahead() -> None:
         pass
 
 
-def transform_once(shell) -> None:
-    """In a kernel: ipykernel transforms a cell's text to decide how to run it, then IPython
-    transforms it again to run it (tokenizing the whole cell each time: a tenth of a warm
-    kernel's CPU). Nothing runs in between, so the second is the first's result. Keyed by the
-    execution count, as Prefix._transform is: the same text in a later cell is transformed anew."""
-    transform, last = shell.transform_cell, {}
+def once_per_cell(shell) -> None:
+    """In a kernel: ipykernel transforms a cell's text and asks whether it must run as a
+    coroutine (compiling it), to decide how to run it; then IPython does both again to run it.
+    Tokenizing and compiling the whole cell twice was a tenth of a warm kernel's CPU. Nothing
+    runs in between, so the second answers are the first's. Keyed by the execution count, as
+    Prefix._transform is: the same text in a later cell is a new cell."""
+    transform, run_async, last = shell.transform_cell, shell.should_run_async, {}
 
-    def once(raw_cell: str) -> str:
-        key = (shell.execution_count, raw_cell)
+    def remembered(key, compute):
         if key not in last:
-            last.clear()
-            last[key] = transform(raw_cell)
+            if len(last) > 4:
+                last.clear()
+            last[key] = compute()
         return last[key]
 
-    shell.transform_cell = once
+    def transform_cell(raw_cell: str) -> str:
+        return remembered(("transform", shell.execution_count, raw_cell), lambda: transform(raw_cell))
+
+    def should_run_async(raw_cell: str, *, transformed_cell=None, preprocessing_exc_tuple=None) -> bool:
+        if preprocessing_exc_tuple is not None or transformed_cell is None:  # IPython's own answer
+            return run_async(
+                raw_cell, transformed_cell=transformed_cell, preprocessing_exc_tuple=preprocessing_exc_tuple
+            )
+        key = ("async", shell.execution_count, raw_cell, transformed_cell)
+        return remembered(key, lambda: run_async(raw_cell, transformed_cell=transformed_cell))
+
+    shell.transform_cell, shell.should_run_async = transform_cell, should_run_async
 
 
 def _shows_a_value(source: str) -> bool:

@@ -40,7 +40,7 @@ import torch  # noqa: F401
 
 from . import isolation
 from .isolation import real_exit
-from .kernel_prefix import Prefix, import_ahead, transform_once
+from .kernel_prefix import Prefix, import_ahead, once_per_cell
 from .protocol import IPC_INSIDE, KERNEL_CONNECTION_FILE, SUBMISSION_INSIDE, KernelStart
 
 
@@ -136,7 +136,7 @@ def _run_kernel(req: KernelStart, log_fd: int, prefix: Prefix) -> None:
     app = IPKernelApp.instance()
     app.initialize()
     prefix.install(app.shell)
-    transform_once(app.shell)
+    once_per_cell(app.shell)
     app.start()
 
 

@@ -8,9 +8,10 @@ import random
 import sys
 
 import pytest
+from IPython.core import interactiveshell
 from IPython.core.interactiveshell import InteractiveShell
 
-from grader.untrusted.kernel_prefix import KERNEL_IMPORTS, MODULE, Prefix, transform_once
+from grader.untrusted.kernel_prefix import KERNEL_IMPORTS, MODULE, Prefix, once_per_cell
 
 CELLS = [
     "import random\n%config Completer.use_jedi = False",  # a magic: really runs
@@ -91,20 +92,29 @@ def test_a_failing_or_noisy_cell_means_nothing_is_skipped():
     assert shows.skippable == [True]
 
 
-def test_a_cell_is_transformed_once_for_ipykernel_and_ipython(shell, capsys):
-    cells = ["%time x = 1", "y = 2\nprint(y)", "y = 2\nprint(y)"]
+def test_a_cell_is_transformed_and_compiled_once_for_ipykernel_and_ipython(shell, capsys, monkeypatch):
+    cells = ["%time x = 1", "y = 2\nprint(y)", "y = 2\nprint(y)", "await_me = 3"]
     plain = [shell.transform_cell(c) for c in cells]
-    seen = []
+    seen, compiled = [], []
     manager = shell.input_transformer_manager.transform_cell
     shell.input_transformer_manager.transform_cell = lambda cell: seen.append(cell) or manager(cell)
-    transform_once(shell)
-    # as a kernel runs a cell: ipykernel's do_execute transforms it, then IPython's run_cell
-    # (and %time transforms its own line): each text once, with the same result as without
+    should_be_async = interactiveshell._should_be_async
+    monkeypatch.setattr(
+        interactiveshell, "_should_be_async", lambda cell: compiled.append(cell) or should_be_async(cell)
+    )
+    once_per_cell(shell)
+    # as a kernel runs a cell: ipykernel's do_execute transforms it and asks whether it must run
+    # as a coroutine, then IPython's run_cell does both (and %time transforms its own line)
     for cell, expected in zip(cells, plain):
-        assert shell.transform_cell(cell) == expected
+        transformed = shell.transform_cell(cell)
+        assert transformed == expected
+        assert shell.should_run_async(cell, transformed_cell=transformed) is False
         _run(shell, cell, capsys)
-    assert seen == ["%time x = 1", "x = 1", "y = 2\nprint(y)", "y = 2\nprint(y)"]
-    assert shell.user_ns["x"] == 1 and shell.execution_count == 4
+    assert seen == ["%time x = 1", "x = 1", "y = 2\nprint(y)", "y = 2\nprint(y)", "await_me = 3"]
+    assert compiled == plain  # once a cell, the same text in a later cell again
+    assert shell.user_ns["x"] == 1 and shell.user_ns["await_me"] == 3 and shell.execution_count == 5
+    # a cell that must run as a coroutine still does
+    assert shell.should_run_async("await f()", transformed_cell="await f()\n") is True
 
 
 def test_every_module_imported_ahead_exists_here():
