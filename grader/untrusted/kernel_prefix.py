@@ -31,7 +31,7 @@ MODULE = "_backprop_ninja_prefix"  # how the replaced cells reach this module in
 # What each kernel imported for itself after the fork: IPKernelApp.initialize (the debugger, pdb,
 # the history's sqlite3: 0.3 of its 0.4 CPU-s), then the notebook's first cells (`%matplotlib
 # inline`, the traceback of a cell that raises), then the hidden tests' `from grader.incell
-# import grade` (the exercise's definition and spec: a tenth of a warm kernel's CPU). Imported
+# import grade` (the exercise's definition and spec: a tenth of a kernel's sampled time). Imported
 # once in the server: 0.2 CPU-s a kernel, and the kit's one more.
 KERNEL_IMPORTS = (
     "pdb",
@@ -72,7 +72,7 @@ def import_ahead() -> None:
 def once_per_cell(shell) -> None:
     """In a kernel: ipykernel transforms a cell's text and asks whether it must run as a
     coroutine (compiling it), to decide how to run it; then IPython does both again to run it.
-    Tokenizing and compiling the whole cell twice was a tenth of a warm kernel's CPU. Nothing
+    Tokenizing and compiling the whole cell twice was a tenth of a kernel's sampled time. Nothing
     runs in between, so the second answers are the first's. Keyed by the execution count, as
     Prefix._transform is: the same text in a later cell is a new cell."""
     transform, run_async, last = shell.transform_cell, shell.should_run_async, {}
