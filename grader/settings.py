@@ -114,6 +114,8 @@ class JudgeSettings:
     )
     statement_seconds: float = field(default_factory=lambda: env("BACKPROP_NINJA_STATEMENT_SECONDS"))
     run_tmp_mb: int = field(default_factory=lambda: env("BACKPROP_NINJA_RUN_TMP_MB"))
+    # the whole class's: class_seed_for(salt); None, the student's seed does for it too
+    class_seed: int | None = None
 
     def __post_init__(self):
         if self.autograd_policy not in AUTOGRAD_POLICIES:
@@ -122,9 +124,22 @@ class JudgeSettings:
             )
 
     @property
+    def training_seed(self) -> int:
+        """Exercise 4's training run (its start and its batches) is the class's, not the student's:
+        what it judges is the student's backward, whatever the start, and the judge's reference
+        run (100 steps of autograd, most of the judge's own work on a submission) is then made
+        once per class (reference/inputs.py)."""
+        return self.seed if self.class_seed is None else self.class_seed
+
+    @property
+    def train_start_seed(self) -> int:
+        """The parameters exercise 4's training run starts from."""
+        return self.training_seed + 2
+
+    @property
     def train_seed(self) -> int:
         """The batches of exercise 4's training run, the replay's and the reference's alike."""
-        return self.seed + 3
+        return self.training_seed + 3
 
 
 def trait_settings() -> list:
@@ -135,6 +150,12 @@ def trait_settings() -> list:
 def seed_for(student: str, salt: str) -> int:
     """Fresh inputs per student, the same on every re-run (grading is idempotent)."""
     return int.from_bytes(hashlib.sha256(f"{salt}:{student}".encode()).digest()[:4], "big") + 1
+
+
+def class_seed_for(salt: str) -> int:
+    """What is the same for the whole class (exercise 4's training run), as unpredictable as the
+    students' seeds: from the salt alone."""
+    return int.from_bytes(hashlib.sha256(f"{salt}/class".encode()).digest()[:4], "big") + 1
 
 
 # ------------------------------------------------------------ bounds of the analyses of student text

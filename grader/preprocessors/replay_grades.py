@@ -25,7 +25,7 @@ from ..exercise.cells import nbgrader_meta
 from ..exercise.verdict import Verdict
 from ..quote import for_log
 from ..replay.client import launch_plain
-from ..settings import AUTOGRAD_POLICIES, REPORT_DIR, JudgeSettings, seed_for, trait_settings
+from ..settings import AUTOGRAD_POLICIES, REPORT_DIR, JudgeSettings, class_seed_for, seed_for, trait_settings
 from ..verdicts.judge import JudgeRecord, judge_submission
 from . import unsandboxed
 from .limited_execute import LimitedExecute
@@ -79,7 +79,9 @@ class ReplayGrades(NbGraderPreprocessor):
 
     def judge_settings(self, student: str) -> JudgeSettings:
         return JudgeSettings(
-            seed=seed_for(student, self.seed_salt), **{name: getattr(self, name) for name in _JUDGE}
+            seed=seed_for(student, self.seed_salt),
+            class_seed=class_seed_for(self.seed_salt),
+            **{name: getattr(self, name) for name in _JUDGE},
         )
 
     def preprocess(self, nb: NotebookNode, resources: ResourcesDict) -> tuple[NotebookNode, ResourcesDict]:

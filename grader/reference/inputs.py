@@ -2,8 +2,9 @@
 
 Per student, fresh parameters and a fresh batch (from JudgeSettings.seed), the reference
 gradients by autograd and, for the hints, each branch's share of them (autograd too); exercise 4's
-inputs and references; and the training run the kit's own backward makes from the same
-start, which the student's must come close to. Trusted side only.
+inputs and references. Per class (JudgeSettings.training_seed), exercise 4's training run: its
+start, and the loss autograd's backward reaches from it, which the student's must come close to.
+Trusted side only.
 """
 
 from __future__ import annotations
@@ -77,12 +78,8 @@ def _fresh_inputs(ds: network.Dataset, settings: JudgeSettings) -> FreshInputs:
     v4["loss"].backward()
     ex4_reference = {k: v4[k].grad.detach().clone() for k in spec.PARAMETERS}
     ex4_inputs = {k: v4[k].detach().clone() for k in spec.EX4_ARGUMENTS}
-    p5, _ = network.init_params(seed=seed + 2, vocab_size=ds.vocab_size, n_hidden=lecture.N_HIDDEN_TRAIN)
-    eval_X, eval_Y = ds.Xdev[:EVAL_EXAMPLES], ds.Ydev[:EVAL_EXAMPLES]
-    initial = float(network.cross_entropy_forward(p5, eval_X, eval_Y)["loss"])
-    train = dict(p5, Xtr=ds.Xtr, Ytr=ds.Ytr)
-    trained = reference_training(train, settings)
-    reached = float(network.cross_entropy_forward(trained, eval_X, eval_Y)["loss"])
+    run = training_run(ds, settings)
+    eval_X, eval_Y = run.eval_X, run.eval_Y
     return FreshInputs(
         values,
         grads,
@@ -90,14 +87,52 @@ def _fresh_inputs(ds: network.Dataset, settings: JudgeSettings) -> FreshInputs:
         lambda: rules.manual_grads(values),
         ex4_inputs,
         ex4_reference,
-        train,
+        dict(run.train),  # the dict is this submission's; its tensors, read only, the class's
         eval_X,
         eval_Y,
-        initial,
-        reached,
-        context_free_loss(eval_Y),
+        run.initial_eval_loss,
+        run.reference_train_loss,
+        run.context_free_loss,
         lambda params: float(network.cross_entropy_forward(params, eval_X, eval_Y)["loss"]),
     )
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """Exercise 4's training run as the judge knows it: its start and data, the held-out set, and
+    the losses before and after the reference run. The same for every submission of a class
+    (JudgeSettings.training_seed): its tensors are shared, read only."""
+
+    train: dict[str, torch.Tensor]  # the start (spec.PARAMETERS), Xtr, Ytr
+    eval_X: torch.Tensor
+    eval_Y: torch.Tensor
+    initial_eval_loss: float
+    reference_train_loss: float
+    context_free_loss: float
+
+
+_runs: dict[tuple, tuple[network.Dataset, TrainingRun]] = {}
+
+
+def training_run(ds: network.Dataset, settings: JudgeSettings) -> TrainingRun:
+    """Made once per class and dataset: a batch's process grades every submission from one."""
+    key = (id(ds), settings.train_start_seed, settings.train_seed, settings.train_steps)
+    if key not in _runs or _runs[key][0] is not ds:  # (an id is reused only once ds is gone)
+        _runs.clear()
+        _runs[key] = (ds, _training_run(ds, settings))
+    return _runs[key][1]
+
+
+def _training_run(ds: network.Dataset, settings: JudgeSettings) -> TrainingRun:
+    start, _ = network.init_params(
+        seed=settings.train_start_seed, vocab_size=ds.vocab_size, n_hidden=lecture.N_HIDDEN_TRAIN
+    )
+    eval_X, eval_Y = ds.Xdev[:EVAL_EXAMPLES], ds.Ydev[:EVAL_EXAMPLES]
+    initial = float(network.cross_entropy_forward(start, eval_X, eval_Y)["loss"])
+    train = dict(start, Xtr=ds.Xtr, Ytr=ds.Ytr)
+    trained = reference_training(train, settings)
+    reached = float(network.cross_entropy_forward(trained, eval_X, eval_Y)["loss"])
+    return TrainingRun(train, eval_X, eval_Y, initial, reached, context_free_loss(eval_Y))
 
 
 def context_free_loss(labels: torch.Tensor) -> float:

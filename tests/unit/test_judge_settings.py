@@ -4,7 +4,7 @@ test_unit_settings.py."""
 
 from __future__ import annotations
 
-from grader.settings import ENVIRONMENT, JudgeSettings, seed_for, trait_settings
+from grader.settings import ENVIRONMENT, JudgeSettings, class_seed_for, seed_for, trait_settings
 
 
 # ---------------------------------------------------------------- seed_for
@@ -16,6 +16,20 @@ def test_seed_for():
     assert a != seed_for("alice", "2025")
     seeds = {seed_for(f"s{i:02d}", "salt") for i in range(50)}
     assert len(seeds) == 50 and min(seeds) > 0
+
+
+def test_the_training_run_is_the_classs():
+    """Exercise 4's training run (start and batches) comes from the class's seed where there is
+    one, the same for every student; the rest of the inputs from the student's."""
+    c = class_seed_for("2024")
+    assert c == class_seed_for("2024") != class_seed_for("2025") and c > 0
+    assert c not in {seed_for(f"s{i:02d}", "2024") for i in range(50)}
+    alice, bob = (JudgeSettings(seed=seed_for(s, "2024"), class_seed=c) for s in ("alice", "bob"))
+    assert alice.seed != bob.seed
+    assert (alice.train_start_seed, alice.train_seed) == (c + 2, c + 3)
+    assert (bob.train_start_seed, bob.train_seed) == (c + 2, c + 3)
+    alone = JudgeSettings(seed=7)  # no class (a student's own check): the student's seed
+    assert (alone.training_seed, alone.train_start_seed, alone.train_seed) == (7, 9, 10)
 
 
 # ---------------------------------------------------------------- JudgeSettings

@@ -38,6 +38,29 @@ def test_fresh_inputs_are_deterministic_per_seed(fresh, names_txt):
     assert not torch.equal(other.grads["W1"], fresh.grads["W1"])
 
 
+def test_the_training_run_is_made_once_per_class(fresh, names_txt, monkeypatch):
+    """Two students of one class: their own batch and exercise-4 inputs, the class's training
+    run (start, reference loss), made once; another class's is made anew."""
+    from grader.reference import inputs
+
+    made = []
+    real = inputs._training_run
+    monkeypatch.setattr(inputs, "_training_run", lambda ds, s: made.append(s.training_seed) or real(ds, s))
+    ds = dataset(names_txt)
+    alice, bob = (fresh_inputs(ds, JudgeSettings(seed=JUDGE_SEED + i, class_seed=11)) for i in (0, 1))
+    assert made == [11]
+    assert not torch.equal(alice.values["Xb"], bob.values["Xb"])
+    assert not torch.equal(alice.ex4_inputs["h"], bob.ex4_inputs["h"])
+    assert all(torch.equal(alice.train[k], bob.train[k]) for k in spec.PARAMETERS)
+    assert alice.reference_train_loss == bob.reference_train_loss < alice.initial_eval_loss
+    alice.train["C"] = None  # a submission's dict is its own
+    assert torch.is_tensor(bob.train["C"])
+    other = fresh_inputs(ds, JudgeSettings(seed=JUDGE_SEED, class_seed=12))
+    assert made == [11, 12] and not torch.equal(other.train["W1"], bob.train["W1"])
+    start, _ = network.init_params(seed=11 + 2, vocab_size=ds.vocab_size, n_hidden=lecture.N_HIDDEN_TRAIN)
+    assert all(torch.equal(bob.train[k], start[k]) for k in spec.PARAMETERS)
+
+
 def test_fresh_ex4_reference(fresh, names_txt):
     V, E, B, H = dataset(names_txt).vocab_size, lecture.N_EMBD, lecture.BLOCK_SIZE, lecture.N_HIDDEN_TRAIN
     assert H == 200
