@@ -15,7 +15,10 @@ group reads them (bounded), counts the child's CPU (wait4) and relays both to th
 - It never holds a later run's values: the server reads each run's inject file and passes it
   down when that run starts, so no run can find another's in its memory.
 - Blocked runs only (the default policy): a blocked run cannot fork (no process outlives it),
-  and the derivative code stays off in the group as in the run_process.
+  and the derivative code stays off in the group as in the run_process. The guard is prepared
+  in the group once, after its setup (autograd_guard.prepare: no code of the student's has run
+  there, and every run starts with it in place); each run then confines itself (no process of
+  its own, the audit hook) before its first cell.
 - Anything off (a run over its time, a group that ends) and the server ends the whole group:
   the next run starts a new one."""
 
@@ -25,6 +28,7 @@ import io
 import json
 import os
 import select
+import signal
 import struct
 import time
 from dataclasses import dataclass
@@ -32,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from . import run_process
+from . import autograd_guard, run_process
 from .frames import MAX_RUN_BYTES, TOO_BIG, kill, last_frame, status_of, write_all
 from .isolation import real_exit
 from .protocol import AS_SUBMITTED, BLOCK, INJECT_FILE, MAX_FRAME_BYTES, PLAN_FILE, RunRequest, timed_out
@@ -61,14 +65,16 @@ def group_body(plan: dict, warm: tuple[list, dict], commands: int, answers: int)
         return DECLINED  # a cell of the student's would run in the group itself
     runner = Runner(plan, {"ex4": {}, "train": {}, "inject": {}})
     ns = runner.setup(*run_process.warm_start(plan, warm))
+    signal.signal(signal.SIGALRM, runner.on_alarm)  # each run's, set before the guard
+    guard = autograd_guard.prepare()  # once for every run; each confines itself
     write_all(answers, READY)
     while (command := _read_command(commands)) is not None:
-        code, cpu, data = _one_child(runner, ns, *command)
+        code, cpu, data = _one_child(runner, ns, guard, *command)
         write_all(answers, ANSWER.pack(code, cpu, len(data)) + data)
     return 0
 
 
-def _one_child(runner: Runner, ns: dict, run: str, seconds: float | None, inject: bytes):
+def _one_child(runner: Runner, ns: dict, guard, run: str, seconds: float | None, inject: bytes):
     results_r, results_w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -81,7 +87,7 @@ def _one_child(runner: Runner, ns: dict, run: str, seconds: float | None, inject
                 "train": {},
                 "inject": torch.load(io.BytesIO(inject), weights_only=True),
             }
-            run_process.run_guarded(runner, ns, run, results_w, BLOCK, seconds)
+            run_process.run_guarded(runner, ns, run, results_w, BLOCK, seconds, prepared=guard)
         except BaseException:  # noqa: BLE001
             code = 1
         finally:

@@ -103,15 +103,20 @@ def run_guarded(
     autograd: str = BLOCK,
     statement_seconds: float | None = None,
     setup_from: int | None = None,
+    prepared: autograd_guard.Guard | None = None,
 ) -> None:
     """The guard, the setup cells from `setup_from` (None: set up already, by a run group), the
-    run; its record to `channel`."""
+    run; its record to `channel`. `prepared`: a blocked run's guard prepared before the fork,
+    the alarm handler set with it (a run group's); the run confines itself."""
     runner.checkpoint = lambda record, tensors: _write(channel, record, tensors)
     runner.statement_seconds = statement_seconds or runner.statement_seconds
-    signal.signal(signal.SIGALRM, runner.on_alarm)  # before the guard: then no handler may be set
     t0 = time.perf_counter()
     # before the first cell of the run: a cell the student added above the answers is blocked too
-    runner.guard = autograd_guard.install(autograd)
+    if prepared is None:
+        signal.signal(signal.SIGALRM, runner.on_alarm)  # before the guard: then no handler may be set
+        runner.guard = autograd_guard.install(autograd)
+    else:
+        runner.guard = autograd_guard.confine(prepared)
     if setup_from is not None:
         ns = runner.setup(ns, start=setup_from)
     record, tensors = runner.run(ns, run)
