@@ -82,7 +82,23 @@ def _gradient(fn) -> list | str:
     return g.tolist() if isinstance(g, torch.Tensor) else repr(g)
 
 
-def test_a_blocked_run_refuses_every_entry_point_and_says_why():
+def prepared_then_forked(mode: str):
+    """A run group's way (run_group.py): the guard prepared in the group, which then forks the
+    run; the run confines itself. The group waits for its run and ends as it did."""
+    guard = ag.prepare()
+    pid = os.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status))
+    return ag.confine(guard)
+
+
+# a run alone installs the whole guard in its own process; a run group's run finds it prepared
+INSTALLS = pytest.mark.parametrize("install", [ag.install, prepared_then_forked], ids=["alone", "in a group"])
+
+
+@INSTALLS
+def test_a_blocked_run_refuses_every_entry_point_and_says_why(install):
     def body(guard):
         w, loss = _loss()
         return {
@@ -102,7 +118,7 @@ def test_a_blocked_run_refuses_every_entry_point_and_says_why():
             "tanh_backward": _refused(lambda: torch.ops.aten.tanh_backward(w, w)),
         }
 
-    result = in_child(ag.BLOCK, body)
+    result = in_child(ag.BLOCK, body, install)
     for name, said in result["out"].items():
         assert "not available when the autograder replays your notebook" in said, name
     assert {e["kind"] for e in result["events"]} == {"call"}
@@ -237,7 +253,8 @@ def _engine_gradient(w):
     return engine().run_backward((loss,), (torch.ones(()),), False, False, (w,), False, False)[0]
 
 
-def test_a_blocked_run_cannot_reach_under_the_dispatcher():
+@INSTALLS
+def test_a_blocked_run_cannot_reach_under_the_dispatcher(install):
     def body(guard):
         import ctypes
         import gc
@@ -262,7 +279,7 @@ def test_a_blocked_run_cannot_reach_under_the_dispatcher():
                 out[name] = f"{type(e).__name__}: {e}"
         return out
 
-    result = in_child(ag.BLOCK, body)
+    result = in_child(ag.BLOCK, body, install)
     assert "allowed" not in result["out"].values(), result["out"]
     assert "ctypes" in result["out"]["memmove"]
     assert "loading an extension module" in result["out"]["_ctypes again"]
