@@ -12,9 +12,10 @@
 The submissions are the grading corpus's (right and wrong answers, all four exercises answered,
 so exercise 4 really trains), repeated up to N. Prints the times, the ratio to stock nbgrader,
 whether the batches' grades are the reference's, the local batch's peak memory (its processes'
-PSS summed, and their RSS summed: see Sampler) and where its CPU time goes, at start-up and for
-each submission once warm (a second batch of the class's first two submissions) (counted by the kernel
-in a cgroup where this user may make one, benchmarks/cpu_account.py; else sampled). Asserts nothing:
+PSS summed, and their RSS summed: see Sampler) and where its CPU time goes (counted by the kernel
+in a cgroup where this user may make one, benchmarks/cpu_account.py; else sampled), split into the
+batch's start-up and each submission's once warm by a second batch of the class's first two
+submissions, against the issue's target (CPU a submission over stock's seconds). Asserts nothing:
 machines are shared; exits non-zero only if the Dask batch's grading command failed.
 
     .venv/bin/python benchmarks/throughput.py [N]      (make bench; N defaults to 40)
