@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..settings import RESIDENT_LOG_BYTES
 from .nbgrader_cli import NBGRADER, nbgrader_env
-from .nbgrader_main import skip_iri_checker
+from .nbgrader_main import skip_iri_checker, start_up_uncollected
 
 
 class _Terminated(BaseException):
@@ -66,6 +66,8 @@ def run_one(argv: list[str]) -> int:
 
 def main(reply_fd: int) -> int:
     skip_iri_checker()
+    with start_up_uncollected():
+        import nbgrader.apps.nbgraderapp  # noqa: F401 - once, for every command
     signal.signal(signal.SIGTERM, _terminate)
     replies = os.fdopen(reply_fd, "w", buffering=1)
     try:

@@ -16,6 +16,9 @@ command that grades nothing (export, generate_feedback, db) does not import torc
 from __future__ import annotations
 
 import importlib
+import sys
+
+from ..grading.nbgrader_main import start_up_uncollected
 
 _MODULE_OF = {
     "CheckCellMetadata": "check_cell_metadata",
@@ -35,4 +38,8 @@ __all__ = sorted(_MODULE_OF)
 def __getattr__(name: str):
     if name not in _MODULE_OF:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_MODULE_OF[name]}", __name__), name)
+    module = f"{__name__}.{_MODULE_OF[name]}"
+    if module not in sys.modules:
+        with start_up_uncollected():  # the first notebook's import of torch and the judge
+            importlib.import_module(module)
+    return getattr(sys.modules[module], name)

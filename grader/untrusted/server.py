@@ -6,7 +6,9 @@ the judge with the request's nonce."""
 
 from __future__ import annotations
 
-import gc
+from . import collector  # first: no collection while the server starts
+
+# isort: split
 import json
 import os
 import sys
@@ -45,7 +47,7 @@ def serve() -> int:
     ns0 = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
     warm = (hello["prefix"], ns0)
     derivative_block.install()  # torch's derivative code off for every run forked from here
-    gc.freeze()  # never collected in a run: no collector's pause in a student's cell, no copy-on-write
+    collector.started()  # start-up's objects never collected in a run: no pause, no copy-on-write
     proto.write((json.dumps({"ready": True, "errors": runner.errors}) + "\n").encode())
     groups = RunGroups(warm)
     for line in sys.stdin:

@@ -21,7 +21,9 @@ when a started kernel has ended. The kernels hold none of these pipes.
 
 from __future__ import annotations
 
-import gc
+from . import collector  # first: no collection while the server starts
+
+# isort: split
 import importlib.util
 import json
 import os
@@ -268,7 +270,7 @@ def serve() -> int:
     prefix = Prefix(hello["prefix"])
     prefix.run()
     os.chdir("/")
-    gc.freeze()  # never collected in a kernel: no copy-on-write of the pages the collector would touch
+    collector.started()  # start-up's objects never collected in a kernel: no copy-on-write of their pages
     # fork needs a single-threaded parent: the host refuses a server that says otherwise
     say(ready=True, threads=len(os.listdir("/proc/self/task")), skipped=sum(prefix.skippable))
     child, buf = None, b""
