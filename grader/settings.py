@@ -106,8 +106,8 @@ class JudgeSettings:
     numeric_factor: float = _setting(
         100.0,
         "An exercise's cells may take this many times the CPU time of the reference's derived "
-        "backward, measured in the judge's process (honest answers: 37 at most; finite "
-        "differences: 177 and more); above it, twice, they computed numerically: no credit.",
+        "backward at the run's pace (honest answers: 37 at most, 71 with a cell that burns CPU; "
+        "finite differences: 126 and more); above it, twice, they computed numerically: no credit.",
     )
     numeric_floor_seconds: float = _setting(
         0.01, "CPU seconds an exercise's cells may always take, however fast the machine."

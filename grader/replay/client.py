@@ -125,9 +125,10 @@ class ReplayServer:
         autograd: str = BLOCK,
         statement_seconds: float | None = None,
         group: bool = False,
-    ) -> tuple[str, bytes | None, float | None]:
+    ) -> tuple[str, bytes | None, float | None, float | None]:
         """(status, the run's result frame or None, the run's CPU seconds as the kernel counted
-        them). `autograd`: one of the protocol's GUARD_MODES (grader/untrusted/autograd_guard.py);
+        them, the pace around the run as the server timed it (grader/exercise/pace.py)).
+        `autograd`: one of the protocol's GUARD_MODES (grader/untrusted/autograd_guard.py);
         `statement_seconds`: this run's, if not the plan's; `group`: the run may go to the
         submission's run group (grader/untrusted/run_group.py), with the runs before it."""
         if self.proc is not None and (self.proc.poll() is not None or self._stray_bytes()):
@@ -149,9 +150,9 @@ class ReplayServer:
             return self._answer(nonce, time.monotonic() + timeout + ANSWER_SLACK_SECONDS)
         except (OSError, ValueError, TimeoutError, ProtocolError) as e:
             self.close()  # a submission that takes the server down costs only itself
-            return f"the replay server stopped: {e}", None, None
+            return f"the replay server stopped: {e}", None, None, None
 
-    def _answer(self, nonce: str, deadline: float) -> tuple[str, bytes | None, float | None]:
+    def _answer(self, nonce: str, deadline: float) -> tuple[str, bytes | None, float | None, float | None]:
         header: AnswerHeader = json.loads(self._line(deadline))
         if not isinstance(header, dict) or header.get("nonce") != nonce:
             raise ProtocolError("its answer did not match the request")
@@ -161,7 +162,9 @@ class ReplayServer:
         frame = self._exactly(size, deadline)
         cpu = header.get("cpu")
         cpu = float(cpu) if type(cpu) in (int, float) and 0 <= cpu < 1e6 else None
-        return status[:MAX_STATUS], (frame or None), cpu
+        pace = header.get("pace")
+        pace = pace if type(pace) is float and 0 < pace < 1 else None
+        return status[:MAX_STATUS], (frame or None), cpu, pace
 
     def _send(self, obj: dict) -> None:
         self.proc.stdin.write((json.dumps(obj) + "\n").encode())

@@ -88,6 +88,7 @@ class RunResult:
     tensors: dict = field(default_factory=dict)
     rejected: dict[str, str] = field(default_factory=dict)  # key -> why its tensor was refused
     cpu: float | None = None  # the run's CPU seconds, counted by the kernel (not by the run)
+    pace: float | None = None  # the pace work's CPU seconds around the run (grader/exercise/pace.py)
     by: str | None = None  # not made: the earlier run whose values stand for it (verdicts/settled.py)
 
     def value(self, key: str):
@@ -104,11 +105,17 @@ class RunResult:
 
 
 def parse_frame(
-    frame: bytes | None, status: str, expected: dict[str, Expect], cpu: float | None = None
+    frame: bytes | None,
+    status: str,
+    expected: dict[str, Expect],
+    cpu: float | None = None,
+    pace: float | None = None,
 ) -> RunResult:
     """The run's result, or a RunResult without values that says why there is none."""
     if not frame:
-        return RunResult(status if status != STATUS_OK else "ended without a result (exit or crash)", cpu=cpu)
+        return RunResult(
+            status if status != STATUS_OK else "ended without a result (exit or crash)", cpu=cpu, pace=pace
+        )
     try:
         meta, blob = split_frame(frame)
         meta = check_meta(meta, expected)
@@ -116,9 +123,9 @@ def parse_frame(
     except Exception as e:  # anything unforeseen in untrusted bytes costs this run, not the batch
         reason = str(e) if isinstance(e, BadFrame) else f"unreadable: {type(e).__name__}"
         return RunResult(
-            status if status != STATUS_OK else f"returned an unusable result ({reason})", cpu=cpu
+            status if status != STATUS_OK else f"returned an unusable result ({reason})", cpu=cpu, pace=pace
         )
-    return RunResult(status, meta, tensors, rejected, cpu)
+    return RunResult(status, meta, tensors, rejected, cpu, pace)
 
 
 def each_gradients(run: str, result: RunResult) -> dict[str, RunResult]:

@@ -104,7 +104,7 @@ class _Runs:
         if time.perf_counter() - self.t0 > total:
             return RunResult(f"not run: the submission's {total:g} s were used up")
         torch.save(with_correct_inputs(run, self.fresh.grads, self.exercise), self.work / INJECT_FILE)
-        status, frame, cpu = self.server.replay(
+        status, frame, cpu, pace = self.server.replay(
             self.work,
             run=run,
             data=self.data,
@@ -115,7 +115,7 @@ class _Runs:
         )
         if status.startswith(STATUS_TIMED_OUT):
             self.timeout = min(self.timeout, 5.0)  # a looping answer loops in every run: cap the rest
-        return results.parse_frame(frame, status, self.expected, cpu)
+        return results.parse_frame(frame, status, self.expected, cpu, pace)
 
     def graded(
         self, run: str, mode: str, again: Callable[[RunResult], bool], group: bool = False

@@ -185,6 +185,7 @@ class AnswerHeader(TypedDict):
     status: str  # STATUS_OK, timed_out(...), ...
     size: int  # at most MAX_FRAME_BYTES
     cpu: float | None  # the run's user CPU seconds, as the kernel counted them
+    pace: float  # the pace work's CPU seconds around the run, timed by the server (exercise/pace.py)
 
 
 class ValueInfo(TypedDict, total=False):

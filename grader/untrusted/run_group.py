@@ -177,6 +177,16 @@ class RunGroups:
             self.current.close()
             self.current = None
 
+    def cores(self, req: RunRequest) -> set[int] | None:
+        """The cores of the group that will take `req`, if it runs (its runs run there), else None."""
+        group = self.current
+        if group is None or group.workdir != str(req["workdir"]) or not groupable(req):
+            return None
+        try:
+            return os.sched_getaffinity(group.pid)
+        except OSError:
+            return None
+
     def run(self, req: RunRequest) -> tuple[str, bytes | None, float | None]:
         workdir = str(req["workdir"])
         if self.current is not None and self.current.workdir != workdir:

@@ -15,7 +15,9 @@ import sys
 
 import torch
 
+from ..exercise import pace
 from . import derivative_block, isolation, kit_view, preload
+from .pinning import pinned
 from .protocol import AnswerHeader, RunRequest, ServerHello
 from .run_group import RunGroups, groupable
 from .run_process import one_run
@@ -30,7 +32,9 @@ def serve() -> int:
     Protocol (protocol.py), on stdin a JSON object a line: a ServerHello {"prefix", "data_dir"},
     then RunRequests {"workdir", "run", "timeout", "nonce", ...}. On the original stdout
     {"ready": true, "errors"} once, then for each request an AnswerHeader line {"nonce",
-    "status", "size", "cpu"} and `size` bytes, the run's last result frame (encode_frame).
+    "status", "size", "cpu", "pace"} and `size` bytes, the run's last result frame
+    (encode_frame). The pace is timed here, just before and just after the run (no code of the
+    student's runs in this process), for the judge to time the run's cells against.
     No run can write here: it holds none of these pipes."""
     isolation.not_dumpable()
     proto = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -47,18 +51,26 @@ def serve() -> int:
     ns0 = runner.setup({"__name__": "__main__", "get_ipython": NoIPython})
     warm = (hello["prefix"], ns0)
     derivative_block.install()  # torch's derivative code off for every run forked from here
+    pace.seconds()  # its first timings are a cold start's
     collector.started()  # start-up's objects never collected in a run: no pause, no copy-on-write
     proto.write((json.dumps({"ready": True, "errors": runner.errors}) + "\n").encode())
     groups = RunGroups(warm)
     for line in sys.stdin:
         req: RunRequest = json.loads(line)
-        if groupable(req):
-            status, frame, cpu = groups.run(req)
-        else:
+        if not groupable(req):
             groups.close()  # another submission, or a run that goes alone: the group is done
-            status, frame, cpu = one_run(req, warm)
+        with pinned(groups.cores(req)):  # the run and its pace on one core
+            before = pace.seconds()
+            status, frame, cpu = groups.run(req) if groupable(req) else one_run(req, warm)
+            paced = (before + pace.seconds()) / 2
         frame = frame or b""
-        header: AnswerHeader = {"nonce": req.get("nonce"), "status": status, "size": len(frame), "cpu": cpu}
+        header: AnswerHeader = {
+            "nonce": req.get("nonce"),
+            "status": status,
+            "size": len(frame),
+            "cpu": cpu,
+            "pace": paced,
+        }
         proto.write((json.dumps(header) + "\n").encode() + frame)
     groups.close()
     return 0

@@ -4,18 +4,27 @@ A derived backward costs about what a forward pass costs; finite differences cos
 pass per side of each perturbed element, and every gradient has 27 elements or more (54
 forward passes). So each exercise's student cells (its answer cell and the cells the student
 added whose names it reads) may take `numeric_factor` times what the reference's derived
-backward costs in the judge's own process (grader/reference/steps.py), and never under
-`numeric_floor_seconds`. Both are CPU time on the same machine, to the nanosecond, so the bound
-moves with the machine's speed: a fixed floor in seconds, and a forward pass timed at the clock
-tick, let a faster machine's finite differences through.
+backward costs (grader/reference/steps.py), and never under `numeric_floor_seconds`. Both are
+CPU time on the same machine, to the nanosecond, so the bound moves with the machine's speed: a
+fixed floor in seconds, and a forward pass timed at the clock tick, let a faster machine's
+finite differences through.
 
-The unit is the fastest of many timings (the median moved by 1.8x from one process to the
-next, the fastest by 6%). In it, on the corpora, cells counted without their system time
-(runner.py): honest answer cells take 37 at most (a cell that burns 200,000 Python iterations
-of its own: 62); central differences over the three smallest gradients (155 elements) take
-177 to 192, over every parameter 1,200 and more. A run over the bound is run once more and its second result
-is the one judged (replay/run.py): a pause does not happen twice, finite differences do, and
-an answer that does them only now and then is graded on a run that did not.
+A virtual core's pace moves by 2x and more within a second, and two cores' hardly agree: with
+the backward timed once in the judge's process, d05's finite differences (155 elements) came to
+91 to 394 units from one check to the next, and d07's honest cells to 34 to 91, across the
+bound. So a run's unit is the backward's cost at that run's pace (grader/exercise/pace.py): the
+judge times the backward and the pace work in turns (their ratio held within 7% while either
+moved by 2x), and the replay server times the pace work just before and after each run, pinned
+with the run to one core (grader/untrusted/pinning.py). A run the server gave no pace for is
+judged with the judge's own timing.
+
+In that unit, cells counted without their system time (runner.py): honest answer cells take 37
+at most (a cell that burns 200,000 Python iterations of its own, d07: 44 to 71 on a 2-core
+virtual machine with its other core busy); central differences over the three smallest
+gradients (d05, 155 elements) 126 to 268 there (177 to 192 on a quieter machine), over every
+parameter 1,200 and more. A run over the bound is run once more and its second result is the
+one judged (replay/run.py): a pause does not happen twice, finite differences do, and an answer
+that does them only now and then is graded on a run that did not.
 
 The runs count their cells' CPU seconds (grader/untrusted/runner.py); the kernel counts each
 run's user time (the server's wait4): a run whose own count falls short of the kernel's by more
@@ -26,10 +35,13 @@ too, so it is a sign, not a verdict).
 from __future__ import annotations
 
 import ast
+import statistics
 import time
 from collections.abc import Callable
 
-from ..exercise import spec
+import torch
+
+from ..exercise import pace, spec
 from ..exercise.cells import strip_magics
 from ..exercise.graded import GradedExercise
 from ..exercise.verdict import Verdict
@@ -41,21 +53,41 @@ from ..untrusted.protocol import TRAINING_CPU
 from .flags import Flag
 
 NUMERIC = "computed numerically (finite differences), not derived: no credit"
-_reference: dict[str, float] = {}
+_reference: dict[str, tuple[float, float]] = {}  # assignment -> (seconds, seconds per pace)
 
 
 def reference_seconds(fresh: FreshInputs, exercise: GradedExercise = spec.NINJA) -> float:
     """What the reference's derived backward costs here (Backprop Ninja's by its step rules, a
-    written exercise's by autograd), once a process and exercise: the fastest of 100 timings
-    after 20 to warm up (30 ms in all for Backprop Ninja)."""
+    written exercise's by autograd): the fastest of 100 timings after 20 to warm up."""
+    return _timed(fresh, exercise)[0]
+
+
+def run_unit(run: RunResult, fresh: FreshInputs, exercise: GradedExercise = spec.NINJA) -> float:
+    """The reference backward's cost at the pace `run` ran at; the judge's own timing where the
+    server gave no pace."""
+    seconds, per_pace = _timed(fresh, exercise)
+    return per_pace * run.pace if run.pace else seconds
+
+
+def _timed(fresh: FreshInputs, exercise: GradedExercise) -> tuple[float, float]:
+    """Once a process and exercise, one thread as in a run, the backward and the pace work in
+    turns (about 60 ms): the backward's fastest timing, and the median over ten blocks of the
+    ratio of the two fastest in a block (a block is too short for the pace to move)."""
     if exercise.assignment not in _reference:
-        costs = []
-        for i in range(120):
-            started = time.thread_time()
-            fresh.backward()
-            if i >= 20:
-                costs.append(time.thread_time() - started)
-        _reference[exercise.assignment] = min(costs)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            costs, paces = [], []
+            for i in range(120):
+                started = time.thread_time()
+                fresh.backward()
+                if i >= 20:
+                    costs.append(time.thread_time() - started)
+                    paces.append(pace.seconds(1))
+        finally:
+            torch.set_num_threads(threads)
+        blocks = [min(costs[b : b + 10]) / min(paces[b : b + 10]) for b in range(0, 100, 10)]
+        _reference[exercise.assignment] = (min(costs), statistics.median(blocks))
     return _reference[exercise.assignment]
 
 
@@ -72,7 +104,7 @@ def over_budget(
 
     def over(run: RunResult) -> bool:
         section[:] = section or [sections(plan, exercise)]
-        limit = budget(settings, reference_seconds(fresh, exercise))
+        limit = budget(settings, run_unit(run, fresh, exercise))
         return bool(costly(run, section[0], limit, settings.train_steps, exercise.training))
 
     return over
@@ -149,14 +181,14 @@ def apply_numeric(
     exercise: GradedExercise = spec.NINJA,
 ) -> list[Flag]:
     """Zero (policy "zero") or list (policy "flag") what numeric work produced; `unit`: the
-    reference backward's CPU seconds, measured here when None."""
-    limit = budget(settings, reference_seconds(fresh, exercise) if unit is None else unit)
+    reference backward's CPU seconds for every run, each run's own (run_unit) when None."""
     section = sections(plan, exercise)  # parsed once for all the runs
     found: dict[int, str] = {}
     flags = []
     for name, run in out.runs.items():
         if run.by:  # not made: its cost is the run's that stands for it
             continue
+        limit = budget(settings, run_unit(run, fresh, exercise) if unit is None else unit)
         for ex, seconds in costly(run, section, limit, settings.train_steps, exercise.training).items():
             found.setdefault(
                 ex,

@@ -95,7 +95,7 @@ def test_an_answer_with_another_nonce_is_refused(tmp_path):
     server, names = _server(
         tmp_path, 'print(json.dumps({"nonce": "forged", "status": "ok", "size": 0}), flush=True)'
     )
-    status, frame, _ = server.replay(tmp_path, run="main", data={"names.txt": names}, timeout=5)
+    status, frame, *_ = server.replay(tmp_path, run="main", data={"names.txt": names}, timeout=5)
     assert status.startswith("the replay server stopped") and frame is None
     assert server.proc is None  # killed: it is not trusted again
 
@@ -117,5 +117,19 @@ def test_an_extra_answer_is_noticed_before_the_next_request(tmp_path):
 def test_an_oversized_answer_is_refused(tmp_path):
     body = 'print(json.dumps({"nonce": req["nonce"], "status": "ok", "size": 10**12}), flush=True)'
     server, names = _server(tmp_path, body)
-    status, frame, _ = server.replay(tmp_path, run="main", data={"names.txt": names}, timeout=5)
+    status, frame, *_ = server.replay(tmp_path, run="main", data={"names.txt": names}, timeout=5)
     assert "malformed" in status and frame is None
+
+
+@pytest.mark.parametrize(
+    "pace, taken",
+    [("0.00021", 0.00021), ('"fast"', None), ("5.0", None), ("-0.001", None), ("1", None), ("None", None)],
+)
+def test_a_pace_is_taken_only_as_a_fraction_of_a_second(tmp_path, pace, taken):
+    header = '{"nonce": req["nonce"], "status": "ok", "size": 0, "cpu": 0.5, "pace": %s}' % pace
+    server, names = _server(tmp_path, f"print(json.dumps({header}), flush=True)")
+    try:
+        answer = server.replay(tmp_path, run="main", data={"names.txt": names}, timeout=5)
+        assert answer == ("ok", None, 0.5, taken)
+    finally:
+        server.close()

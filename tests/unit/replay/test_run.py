@@ -15,7 +15,7 @@ from replay_runs import frame
 
 
 class ScriptedServer:
-    """Answers each run with the next of its CPU costs for ex1_solution."""
+    """Answers each run with the next of its CPU costs for ex1_solution, at a pace of its own."""
 
     def __init__(self, costs: dict[str, list[float]]):
         self.costs, self.calls, self.grouped = costs, [], []
@@ -24,7 +24,7 @@ class ScriptedServer:
         self.calls.append(run)
         self.grouped.append(group)
         cost = self.costs[run].pop(0)
-        return STATUS_OK, frame({"cpu": {"ex1_solution": cost}}), cost + 0.1
+        return STATUS_OK, frame({"cpu": {"ex1_solution": cost}}), cost + 0.1, cost / 1000
 
 
 def _replay(monkeypatch, fresh, names_txt, costs, then_runs=()):
@@ -47,6 +47,7 @@ def test_a_run_over_the_bound_runs_again_and_its_second_result_is_judged(monkeyp
     out, calls = _replay(monkeypatch, fresh, names_txt, {AS_SUBMITTED: [5.0, 0.2], EX3: [0.3]}, [EX3])
     assert calls == [AS_SUBMITTED, AS_SUBMITTED, EX3]
     assert out.runs[AS_SUBMITTED].meta["cpu"] == {"ex1_solution": 0.2}
+    assert out.runs[AS_SUBMITTED].pace == 0.2 / 1000  # the second run's pace, with its count
 
 
 def test_a_run_over_the_bound_twice_is_judged_over_it(monkeypatch, fresh, names_txt):

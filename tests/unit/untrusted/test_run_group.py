@@ -6,6 +6,7 @@ starts a new one; a plan with a cell of the student's before the answers is not 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -84,6 +85,32 @@ def test_a_groups_runs_give_what_they_give_alone(release, fresh, names_txt):
     alone_own = {r: results.gradients_own_values(alone[r], r.partition(":")[2]) for r in joint}
     assert len(joint) == 9 and [r for r in joint if not _same(joint[r], alone_own[r])] == []
     assert all(grouped[r].cpu is not None for r in LOCAL)  # counted by the kernel, as alone
+    # the server's pace around each run, grouped or alone (grader/exercise/pace.py)
+    assert all(0 < r.pace < 0.05 for r in [*grouped.values(), *alone.values()])
+
+
+CORES = "\nimport os\nraise RuntimeError('cores %s' % sorted(os.sched_getaffinity(0)))"
+
+
+def _cores(result) -> list[int]:
+    said = [e["error"] for e in result.meta["errors"] if "cores [" in e["error"]]
+    return [int(c) for c in re.findall(r"\d+", said[0].partition("cores ")[2])]
+
+
+def test_a_run_is_pinned_to_one_core_and_a_groups_runs_to_the_groups(release, fresh, names_txt):
+    """grader/untrusted/pinning.py, in the real server: each run's cells on one core (the one its
+    pace was timed on), a group's runs all on the core the group was forked on."""
+    source, _ = release
+    runs, server = _runs(release, fresh, names_txt, reference_answers(source)["ex1_solution"] + CORES)
+    try:
+        main = runs.one("main", BLOCK)
+        grouped = [runs.one(r, BLOCK, group=True) for r in LOCAL[:4]]
+        alone = runs.one(LOCAL[4], BLOCK)
+    finally:
+        server.close()
+    assert len(_cores(main)) == 1 and len(_cores(alone)) == 1
+    assert len({tuple(_cores(r)) for r in grouped}) == 1 and len(_cores(grouped[0])) == 1
+    assert all(0 < r.pace < 0.05 for r in [main, alone, *grouped])
 
 
 SLOW = "import time\nif 'dnorm_logits' in globals() and 'dlogit_maxes' not in globals():\n    time.sleep(60)"
