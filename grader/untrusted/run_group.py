@@ -181,7 +181,7 @@ class RunGroups:
         """The cores of the group that will take `req`, if it runs (its runs run there), else None."""
         group = self.current
         if group is None or group.workdir != str(req["workdir"]) or not groupable(req):
-            return None
+            return None  # a run alone, or a group yet to start: where the server is, as they fork
         try:
             return os.sched_getaffinity(group.pid)
         except OSError:

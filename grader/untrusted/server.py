@@ -57,11 +57,12 @@ def serve() -> int:
     groups = RunGroups(warm)
     for line in sys.stdin:
         req: RunRequest = json.loads(line)
-        if not groupable(req):
+        grouped = groupable(req)
+        if not grouped:
             groups.close()  # another submission, or a run that goes alone: the group is done
         with pinned(groups.cores(req)):  # the run and its pace on one core
             before = pace.seconds()
-            status, frame, cpu = groups.run(req) if groupable(req) else one_run(req, warm)
+            status, frame, cpu = groups.run(req) if grouped else one_run(req, warm)
             paced = (before + pace.seconds()) / 2
         frame = frame or b""
         header: AnswerHeader = {

@@ -5,6 +5,7 @@ starts a new one; a plan with a cell of the student's before the answers is not 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tempfile
@@ -14,11 +15,12 @@ import nbformat
 import pytest
 import torch
 
+from grader.confine import bwrap_works, default_sandbox
 from grader.exercise import spec
 from grader.incoming.submissions import fill, reference_answers
 from grader.replay import results
 from grader.replay import run as run_mod
-from grader.replay.client import ReplayServer, exchange_root, launch_plain
+from grader.replay.client import ReplayServer, exchange_root, launch_plain, launch_sandboxed
 from grader.replay.plan import joint_runs, replay_cells, run_order, warm_prefix, what_is_asked
 from grader.settings import JudgeSettings
 from grader.untrusted.protocol import BLOCK, STATUS_OK, run_name_local
@@ -37,9 +39,9 @@ def release():
     return source, release
 
 
-def _runs(release, fresh, names_txt, ex1: str, added=()):
-    """A judge's side of one submission whose exercise-1 cell is `ex1`: its plan written, a plain
-    server, the _Runs that send its runs."""
+def _runs(release, fresh, names_txt, ex1: str, added=(), launcher=launch_plain):
+    """A judge's side of one submission whose exercise-1 cell is `ex1`: its plan written, a
+    server (plain unless said), the _Runs that send its runs."""
     source, nb = release
     answers = dict(reference_answers(source), ex1_solution=ex1)
     settings = JudgeSettings(seed=JUDGE_SEED)
@@ -48,7 +50,7 @@ def _runs(release, fresh, names_txt, ex1: str, added=()):
     os.chmod(work, 0o755)
     data = {"names.txt": names_txt}
     run_mod.write_plan(work, cells, fresh, settings, data, what_is_asked())
-    server = ReplayServer(warm_prefix(cells), launch_plain)
+    server = ReplayServer(warm_prefix(cells), launcher)
     expected = results.expected_shapes(fresh)
     return run_mod._Runs(server, work, fresh, settings, data, spec.NINJA, expected), server
 
@@ -97,11 +99,18 @@ def _cores(result) -> list[int]:
     return [int(c) for c in re.findall(r"\d+", said[0].partition("cores ")[2])]
 
 
-def test_a_run_is_pinned_to_one_core_and_a_groups_runs_to_the_groups(release, fresh, names_txt):
+@pytest.mark.parametrize("where", ["plain", "sandboxed"])
+def test_a_run_is_pinned_to_one_core_and_a_groups_runs_to_the_groups(release, fresh, names_txt, where):
     """grader/untrusted/pinning.py, in the real server: each run's cells on one core (the one its
     pace was timed on), a group's runs all on the core the group was forked on."""
+    if where == "sandboxed" and not bwrap_works():
+        pytest.skip("bubblewrap is needed (.ci/run installs it)")
+    launcher = (
+        launch_plain if where == "plain" else functools.partial(launch_sandboxed, sandbox=default_sandbox())
+    )
     source, _ = release
-    runs, server = _runs(release, fresh, names_txt, reference_answers(source)["ex1_solution"] + CORES)
+    ex1 = reference_answers(source)["ex1_solution"] + CORES
+    runs, server = _runs(release, fresh, names_txt, ex1, launcher=launcher)
     try:
         main = runs.one("main", BLOCK)
         grouped = [runs.one(r, BLOCK, group=True) for r in LOCAL[:4]]
