@@ -2,8 +2,8 @@
 
 Linux starts a forked process on the idlest core, and two virtual cores' paces hardly agree, so
 the server's pace said little of its run's: the same finite differences came out at 91 to 259
-times a derived backward. Pinned, the server times the pace on the core its run then runs on,
-and the same cells came out at 125 to 214. The server pins itself for one request only: to the
+times a derived backward. Pinned, the server times the pace on the core its run then runs on
+(the same cells' range then: grader/verdicts/numeric.py). The server pins itself for one request only: to the
 core it is on, or to the cores of the run group that takes the request (a group keeps the cores
 it was forked with, its runs too), and then gives the scheduler all of its cores back.
 """
