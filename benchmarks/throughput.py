@@ -23,7 +23,7 @@ machines are shared; exits non-zero only if the Dask batch's grading command fai
     .venv/bin/python benchmarks/throughput.py N --kit-only [--right]   (the kit's batch alone:
                                        time, CPU)
 
-The corpus is mostly attacks (21 of its 35 cases), each judged with many more runs than an
+The corpus is mostly attacks (20 of its 35 cases), each judged with many more runs than an
 honest student's; --right measures the class a TA mostly grades, stock nbgrader included.
 """
 
