@@ -68,10 +68,12 @@ collect-zip: venv
 suspicious: venv
 	$(NINJA) suspicious .
 
-# Speed against named baselines (the local batch and a local Dask cluster); a soak of 200 on two
-# Dask workers, one killed mid-batch; prints ratios and yes/NO, asserts nothing (machines are shared).
+# Speed against named baselines (the local batch and a local Dask cluster), for the corpus (mostly
+# attacks) and a class of right answers; a soak of 200 on two Dask workers, one killed mid-batch;
+# prints ratios and yes/NO, asserts nothing (machines are shared).
 bench: data
 	$(PY) benchmarks/throughput.py 40
+	$(PY) benchmarks/throughput.py 40 --right
 	$(PY) benchmarks/soak.py --n 200
 	$(PY) benchmarks/autograde_overhead.py 10
 
