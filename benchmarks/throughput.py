@@ -194,16 +194,19 @@ def _dask_batch(course: Path) -> tuple[float, int]:
     return seconds, rc
 
 
-def _cases(right: bool) -> list:
-    """The corpus, or its right answers only (no zeros, carried errors or signs of cheating)."""
-    return [c for c in CORPUS if not (c.zeros or c.carried or c.suspicious)] if right else CORPUS
+def _cases(right: bool) -> tuple[list, str]:
+    """The corpus, or its right answers only (no zeros, carried errors or signs of cheating);
+    and what to call the class."""
+    if not right:
+        return CORPUS, "corpus cases"
+    return [c for c in CORPUS if not (c.zeros or c.carried or c.suspicious)], "the corpus's right answers"
 
 
 def main(n: int, right: bool = False) -> int:
     names = find_names_txt()
     if names is None:
         sys.exit("names.txt not found: run `make data` or set NAMES_TXT")
-    pool = _cases(right)
+    pool, which = _cases(right)
     cases = [pool[i % len(pool)] for i in range(n)]
     samples = [replace(c.sample, student=f"s{i:03d}_{c.sample.student}") for i, c in enumerate(cases)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -227,7 +230,6 @@ def main(n: int, right: bool = False) -> int:
     same = sum(reference.get(s.student) == kit_scores.get(s.student) for s in samples)
     same_dask = sum(reference.get(s.student) == dask_scores.get(s.student) for s in samples)
     stock = seconds["stock"]
-    which = "the corpus's right answers" if right else "corpus cases"
     print(f"submissions: {n} ({which} repeated), {os.cpu_count()} cores")
     print(f"stock nbgrader                   {stock:7.1f} s  {stock / n:5.2f} s/submission  (named baseline)")
     ref = seconds["reference"]
@@ -274,14 +276,13 @@ def kit_only(n: int, right: bool = False) -> int:
     names = find_names_txt()
     if names is None:
         sys.exit("names.txt not found: run `make data` or set NAMES_TXT")
-    cases = _cases(right)
+    cases, which = _cases(right)
     samples = [replace(cases[i % len(cases)].sample, student=f"s{i:03d}") for i in range(n)]
     with tempfile.TemporaryDirectory() as tmp:
         course = make_course(Path(tmp) / "kit", names)
         nbgrader(course, "generate_assignment", "backprop_ninja", "--force")
         write_submissions(samples, course=course)
         kit, sampler, counted = _batch(course)
-    which = "the corpus's right answers" if right else "corpus cases"
     print(f"submissions: {n} ({which} repeated), {os.cpu_count()} cores")
     print(f"kit batch (warm kernels)         {kit:7.1f} s  {kit / n:5.2f} s/submission")
     print_cpu(counted, sampler.by_kind(), n, TICK)
