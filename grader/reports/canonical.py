@@ -71,17 +71,21 @@ def _sizes(tree, budget: Budget) -> dict[int, int]:
 
 
 def _canonical(stmts: list, fixed: set[str], budget: Budget, sizes: dict[int, int]) -> list:
-    """The block in a canonical order: dependent statements keep theirs, the others by text."""
+    """The block in a canonical order: dependent statements keep theirs, the others by text.
+    Renames in place: each statement's effects are read first, by the names as written, before
+    any block under it is renamed (a copy of each statement to rename was most of the cost)."""
     stmts = [s for s in stmts if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    n = len(stmts)
+    sorted_here = n <= MAX_SORTED_STATEMENTS
+    if sorted_here:
+        budget.spend(2 * sum(sizes.get(id(s), 1) for s in stmts) + n * (n - 1) // 2)  # keys, effects, pairs
+        eff = [_effects(s) for s in stmts]
     for s in (s for s in stmts if isinstance(s, _COMPOUND)):
         s.body = _canonical(s.body, fixed, budget, sizes)
         s.orelse = _canonical(getattr(s, "orelse", []), fixed, budget, sizes)
-    n = len(stmts)
-    if n > MAX_SORTED_STATEMENTS:
+    if not sorted_here:
         return stmts
-    budget.spend(2 * sum(sizes.get(id(s), 1) for s in stmts) + n * (n - 1) // 2)  # keys, effects, pairs
-    keys = [ast.dump(_rename(copy.deepcopy(s), fixed)) for s in stmts]
-    eff = [_effects(s) for s in stmts]
+    keys = [ast.dump(_rename(s, fixed)) for s in stmts]
     dep = lambda a, b: a[2] or b[2] or a[1] & (b[0] | b[1]) or a[0] & b[1]  # b must stay after a
     after = [[j for j in range(i + 1, n) if dep(eff[i], eff[j])] for i in range(n)]
     waiting = Counter(j for js in after for j in js)
