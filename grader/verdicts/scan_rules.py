@@ -16,10 +16,11 @@ unless it is reached through torch or another shared module (`torch.ops.aten.my_
 from __future__ import annotations
 
 import ast
+from collections import OrderedDict
 
 from ..exercise import spec
 from ..exercise.cells import strip_magics
-from .budget import OverBudget, for_cell, for_submission, parse
+from .budget import Budget, OverBudget, for_cell, for_submission, parse
 
 DERIVATIVE_MARKS = ("_backward", "_jvp", "_make_dual", "_unpack_dual")
 AUTOGRAD_MODULES = (
@@ -67,6 +68,8 @@ SUSPECT_MODULES = SIGNAL_MODULES | {
     "threading",
 }
 Sign = tuple[str, str]  # what, kind
+SEEN_CELLS = 64  # the instructor's locked cells, the same in every plan, and room for others
+_seen: OrderedDict[str, tuple[frozenset[str], int]] = OrderedDict()  # source -> names, nodes
 
 
 def derivative_op(name: str) -> bool:
@@ -99,13 +102,29 @@ def bound_names(sources: list[str]) -> set[str]:
         cell = for_cell(submission)
         try:
             cell.take(len(source))
-            out |= own_names(parse(strip_magics(source), cell))
+            out |= _cell_names(source, cell)
         except (SyntaxError, ValueError):
             continue
         except OverBudget as e:
             if e.level == "submission":
                 break
     return out
+
+
+def _cell_names(source: str, cell: Budget) -> frozenset[str]:
+    """own_names of one cell. A text seen before (every plan repeats the locked cells) is charged
+    the nodes it cost then, not parsed again."""
+    if source in _seen:
+        _seen.move_to_end(source)
+        names, nodes = _seen[source]
+        cell.spend(nodes)
+        return names
+    before = cell.spent
+    names = frozenset(own_names(parse(strip_magics(source), cell)))
+    _seen[source] = (names, cell.spent - before)
+    if len(_seen) > SEEN_CELLS:
+        _seen.popitem(last=False)
+    return names
 
 
 def import_sign(module: str) -> Sign | None:

@@ -11,6 +11,8 @@ import time
 import pytest
 
 from grader import settings
+from grader.exercise import spec
+from grader.verdicts import scan_rules
 from grader.verdicts.budget import for_submission
 from grader.verdicts.scan import scan_source
 from grader.verdicts.scan_rules import bound_names
@@ -89,3 +91,27 @@ def test_the_names_a_submission_binds_skip_what_is_too_large():
     names = bound_names([dead_blocks(10 * 2**20), "dlogits_backward = 1", "y = " + "+".join(["a"] * 5000)])
     assert time.monotonic() - start < CEILING
     assert "dlogits_backward" in names and "x" not in names
+
+
+def test_a_cell_seen_before_costs_its_submission_the_same_work_and_binds_the_same_names(monkeypatch):
+    monkeypatch.setattr(scan_rules, "_seen", type(scan_rules._seen)())
+    locked = "def f(a):\n    b = a + 1\n    return b\nseen = f(2)\n"
+    spent = []
+    for _ in range(2):
+        submission = for_submission()
+        monkeypatch.setattr(scan_rules, "for_submission", lambda s=submission: s)
+        assert bound_names([locked]) == {"f", "a", "b", "seen", spec.EX4_FUNCTION}
+        spent.append(submission.spent)
+    assert spent[0] == spent[1] == sum(1 for _ in ast.walk(ast.parse(locked)))
+    assert list(scan_rules._seen) == [locked]  # parsed once
+
+
+def test_a_cell_over_its_budget_is_over_it_every_time_and_the_texts_kept_are_bounded(monkeypatch):
+    monkeypatch.setattr(scan_rules, "_seen", type(scan_rules._seen)())
+    deep = "y = " + "+".join(["a"] * 5000)
+    for _ in range(2):
+        assert bound_names([deep, "z = 1"]) == {"z", spec.EX4_FUNCTION}
+    assert deep not in scan_rules._seen
+    bound_names([f"v{i} = {i}" for i in range(3 * scan_rules.SEEN_CELLS)])
+    assert len(scan_rules._seen) == scan_rules.SEEN_CELLS
+    assert f"v{3 * scan_rules.SEEN_CELLS - 1} = {3 * scan_rules.SEEN_CELLS - 1}" in scan_rules._seen
