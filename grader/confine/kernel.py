@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..settings import MAX_COPY_MB
-from ..untrusted.protocol import KERNEL_CONNECTION_FILE, SUBMISSION_INSIDE
+from ..untrusted.protocol import KERNEL_CONNECTION_FILE, KERNEL_OPTIONS, SUBMISSION_INSIDE
 from .bwrap import Sandbox, default_sandbox
 from .probe import WARNING
 
@@ -58,7 +58,7 @@ def make_kernel_dir(runtime_root: str) -> Path:
     return home
 
 
-KERNEL = [sys.executable, "-m", "ipykernel_launcher", "-f"]
+KERNEL = [sys.executable, "-m", "ipykernel_launcher", *KERNEL_OPTIONS, "-f"]
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 
 

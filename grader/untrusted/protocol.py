@@ -239,6 +239,10 @@ TEST_CELLS_MIME = "application/vnd.backprop-ninja.test-cells+json"  # a test blo
 SUBMISSION_INSIDE = "/run/submission"  # the read-only copy a kernel's folder is filled from
 IPC_INSIDE = "/run/kernel-ipc"  # the warm server's socket folder, in its second place
 KERNEL_CONNECTION_FILE = ".kernel-connection.json"  # in the kernel's folder, inside
+# Every autograde kernel's options, cold or warm: its IPython history in memory, not an sqlite
+# file written after each cell by a thread of its own (nothing reads a grading kernel's history;
+# `In`, `_i` and %history still work)
+KERNEL_OPTIONS = ("--HistoryManager.hist_file=:memory:",)
 
 
 class KernelStart(TypedDict):

@@ -43,7 +43,7 @@ import torch  # noqa: F401
 from . import isolation
 from .isolation import real_exit
 from .kernel_prefix import Prefix, import_ahead, once_per_cell
-from .protocol import IPC_INSIDE, KERNEL_CONNECTION_FILE, SUBMISSION_INSIDE, KernelStart
+from .protocol import IPC_INSIDE, KERNEL_CONNECTION_FILE, KERNEL_OPTIONS, SUBMISSION_INSIDE, KernelStart
 
 
 def _copy_tree(src: str, dest: str) -> None:
@@ -122,6 +122,7 @@ def _run_kernel(req: KernelStart, log_fd: int, prefix: Prefix) -> None:
     sys.path.insert(0, req["cwd"])  # as `python -m ipykernel_launcher` has it
     sys.argv = [
         importlib.util.find_spec("ipykernel_launcher").origin,
+        *KERNEL_OPTIONS,
         "-f",
         os.path.join(req["cwd"], KERNEL_CONNECTION_FILE),
     ]

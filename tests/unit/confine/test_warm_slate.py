@@ -35,6 +35,7 @@ LOOK = (
     + "_result = {'probe': _seen, 'files': _n, 'home': os.environ['HOME'], 'pid': os.getpid(),\n"
     + " 'ipython_dir': get_ipython().ipython_dir, 'mpl': matplotlib.get_configdir(),\n"
     + " 'startup': os.listdir(get_ipython().profile_dir.startup_dir),\n"
+    + " 'history': str(get_ipython().history_manager.hist_file),\n"
     + " 'tmp': sorted(os.listdir('/tmp')), 'env': sorted(os.environ)}\n"
 )
 # every foothold at once; what it printed (its self-checks) is the cell's result
@@ -69,6 +70,7 @@ def _assert_clean(seen: dict) -> None:
     assert seen["home"] == "/tmp"
     assert seen["ipython_dir"] == "/tmp/.ipython" and seen["startup"] == ["README"], seen
     assert seen["mpl"].startswith("/tmp/"), seen["mpl"]
+    assert seen["history"] == ":memory:"  # the kernel's own history (protocol.KERNEL_OPTIONS)
     unset = {"IPYTHONDIR", "MPLCONFIGDIR", "PYTHONUSERBASE", "XDG_CONFIG_HOME", "PYTHONSTARTUP"}
     assert not unset & set(seen["env"]), seen["env"]
 
