@@ -69,6 +69,7 @@ SUSPECT_MODULES = SIGNAL_MODULES | {
 }
 Sign = tuple[str, str]  # what, kind
 SEEN_CELLS = 64  # the instructor's locked cells, the same in every plan, and room for others
+# (each text at most ANALYSIS_CELL_CHARS: a longer one is refused before it is read)
 _seen: OrderedDict[str, tuple[frozenset[str], int]] = OrderedDict()  # source -> names, nodes
 
 
