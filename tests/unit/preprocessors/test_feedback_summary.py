@@ -8,7 +8,9 @@ import json
 import re
 
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from bs4 import BeautifulSoup
+from nbconvert.exporters import HTMLExporter
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from nbgrader.converters import GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config import Config
@@ -16,6 +18,7 @@ from traitlets.config import Config
 from grader.exercise import spec
 from grader.exercise.verdict import Verdict
 from grader.preprocessors import FeedbackExporter, FeedbackSummary
+from grader.preprocessors.feedback_exporter import NO_ALT
 from grader.preprocessors.feedback_summary import strip_hidden_tests
 from grader.preprocessors.replay_grades import verdict_outputs
 
@@ -200,12 +203,14 @@ def test_strip_hidden_tests(source, expected):
 
 
 # ------------------------------------------------------------ the page (FeedbackExporter)
-def render(tmp_path, nb, resources_extra: dict, config: Config | None = None) -> str:
-    """The exporter with the configuration GenerateFeedback gives it (template, paths, CSS)."""
+def render(tmp_path, nb, resources_extra: dict, config: Config | None = None, page=None) -> str:
+    """The exporter with the configuration GenerateFeedback gives it (template, paths, CSS);
+    `page`: another from_notebook_node to call with it."""
     converter = GenerateFeedback(coursedir=CourseDirectory(root=str(tmp_path)), config=config or Config())
     resources = {"nbgrader": {"notebook": "nb", "score": 30.0, "max_score": 38.0, "late_penalty": 0}}
     resources.update(resources_extra)
-    body, _ = FeedbackExporter(config=converter.config).from_notebook_node(nb, resources)
+    exporter = FeedbackExporter(config=converter.config)
+    body, _ = (page or FeedbackExporter.from_notebook_node)(exporter, nb, resources)
     return body
 
 
@@ -231,3 +236,43 @@ def test_page_is_the_kits_even_when_the_template_is_pinned(tmp_path, summary):
 def test_without_the_summary_the_page_is_nbgraders(tmp_path):
     page = render(tmp_path, notebook(), {})
     assert "Test cell</a>" in page and 'id="kit-summary"' not in page
+
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
+
+def with_images(nb):
+    """Plots as a student's cells show them: without alt text, with their own, with their cell's."""
+    shown = new_code_cell("plt.plot(losses)")
+    shown.outputs = [
+        new_output("display_data", data={"image/png": PNG}),
+        new_output(
+            "display_data", data={"image/jpeg": "/9j/4AAQ"}, metadata={"image/jpeg": {"alt": "a curve"}}
+        ),
+    ]
+    described = new_code_cell("plt.show()", metadata={"alt": "the cell's words"})
+    described.outputs = [new_output("display_data", data={"image/png": PNG})]
+    nb.cells += [shown, described]
+    return nb
+
+
+def _read(page: str):
+    soup = BeautifulSoup(page, "html.parser")
+    return soup.get_text(), [(i.get("alt"), i.get("src")[:30]) for i in soup.find_all("img")]
+
+
+def test_the_page_says_what_htmlexporters_says_without_parsing_it_again(tmp_path, summary, monkeypatch):
+    """HTMLExporter parses its whole page again with BeautifulSoup (two thirds of a feedback
+    page's time) to add images' alt text: the kit's page has the same text and the same alt."""
+    nb, extra = with_images(summary[0]), {"feedback_summary": {"html": summary[2]}}
+    theirs = render(tmp_path, nb, json.loads(json.dumps(extra)), page=HTMLExporter.from_notebook_node)
+
+    def no_second_parse(*args, **kwargs):
+        raise AssertionError("the page was parsed again")
+
+    monkeypatch.setattr("nbconvert.exporters.html.BeautifulSoup", no_second_parse)
+    ours = render(tmp_path, nb, extra)
+    assert _read(ours) == _read(theirs)
+    assert [alt for alt, _ in _read(ours)[1]] == [NO_ALT, "a curve", "the cell's words"]
+    pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(pngs) == 2 and not any(o.metadata for o in pngs)  # the notebook itself is not changed
