@@ -70,12 +70,13 @@ suspicious: venv
 
 # Speed against named baselines (the local batch and a local Dask cluster), for the corpus (mostly
 # attacks) and a class of right answers; a soak of 200 on two Dask workers, one killed mid-batch;
-# prints ratios and yes/NO, asserts nothing (machines are shared).
+# prints ratios and yes/NO, asserts nothing (machines are shared). Then a feedback page's cost.
 bench: data
 	$(PY) benchmarks/throughput.py 40
 	$(PY) benchmarks/throughput.py 40 --right
 	$(PY) benchmarks/soak.py --n 200
 	$(PY) benchmarks/autograde_overhead.py 10
+	$(PY) benchmarks/feedback_page.py
 
 # Every test, on every core (pytest-xdist): a module's tests on one worker, the users of the
 # session's graded class on one (tests/conftest.py), the longest groups first.
