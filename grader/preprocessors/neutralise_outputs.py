@@ -16,7 +16,6 @@ import re
 from pathlib import Path
 
 import bleach
-import nbformat
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode, from_dict
 from nbgrader.coursedir import CourseDirectory
@@ -26,6 +25,7 @@ from traitlets import List, Unicode
 from ..exercise.cells import nbgrader_meta
 from ..quote import for_log
 from .rebuild_from_source import NOTE_MARK
+from .scope import instructor_notebook
 
 __all__ = ["NeutraliseOutputs", "literal_markdown"]
 
@@ -182,7 +182,7 @@ class NeutraliseOutputs(NbGraderPreprocessor):
         if not info or not path.is_file():
             self.log.warning("no source notebook at %s: every markdown cell is shown as text", for_log(path))
             return {}
-        source = nbformat.read(path, as_version=4)
+        source = instructor_notebook(path)
         return {
             nbgrader_meta(c)["grade_id"]: (c.cell_type, c.source)
             for c in source.cells

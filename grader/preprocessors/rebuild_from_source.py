@@ -20,7 +20,7 @@ from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor
 from ..exercise.cells import nbgrader_meta
 from ..incoming.intake import notes_for
 from ..quote import for_log, for_markdown
-from .scope import graded_exercise, source_notebook
+from .scope import graded_exercise, instructor_notebook, source_notebook
 
 __all__ = ["NOTE_MARK", "RebuildFromSource", "rebuild"]
 NOTE_MARK = "backprop_ninja_rebuild_note"
@@ -85,8 +85,7 @@ def _sort_cells(student: NotebookNode, known: dict, answers: set, notes: list[st
 
 def _assemble(source: NotebookNode, answers: set, taken: dict, after: dict, notes: list[str]) -> NotebookNode:
     """The instructor's notebook, with the student's answers and own cells put in place."""
-    stubs = ClearSolutions().preprocess(copy.deepcopy(source), ResourcesDict())[0]
-    stub_by_gid = {nbgrader_meta(c).get("grade_id"): c for c in stubs.cells}
+    stub_by_gid = _stubs(source, answers)
     out = nbformat.v4.new_notebook(metadata=copy.deepcopy(source.metadata))
     out.cells.extend(after.get(None, []))
     for cell in source.cells:
@@ -112,6 +111,15 @@ def _assemble(source: NotebookNode, answers: set, taken: dict, after: dict, note
     return out
 
 
+def _stubs(source: NotebookNode, answers: set) -> dict[str, NotebookNode]:
+    """The answer cells as the release has them (nbgrader's ClearSolutions), by grade id; copies:
+    `source` is shared by every submission (scope.instructor_notebook)."""
+    cells = [copy.deepcopy(c) for c in source.cells if nbgrader_meta(c).get("grade_id") in answers]
+    nb = nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(source.metadata))
+    stubs = ClearSolutions().preprocess(nb, ResourcesDict())[0]
+    return {nbgrader_meta(c)["grade_id"]: c for c in stubs.cells}
+
+
 def _note_cell(earlier: list[str], notes: list[str]) -> NotebookNode:
     """The kit's note at the top: the intake's notes, then the rebuild's."""
     text = "**Autograder note.**"
@@ -133,7 +141,7 @@ class RebuildFromSource(NbGraderPreprocessor):
         if graded_exercise(resources, self.config) is None:
             return nb, resources
         info = resources["nbgrader"]
-        source = nbformat.read(source_notebook(resources, self.config), as_version=4)
+        source = instructor_notebook(source_notebook(resources, self.config))
         earlier = notes_for(info["student"])
         rebuilt, notes = rebuild(nb, source, earlier=earlier)
         for n in earlier + notes:

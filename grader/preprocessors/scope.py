@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import nbformat
+from nbformat.notebooknode import NotebookNode
 from nbgrader.coursedir import CourseDirectory
 
 from ..exercise import spec
@@ -31,6 +32,19 @@ def source_notebook(resources: dict, config) -> Path:
     return (
         Path(coursedir.root) / coursedir.source_directory / info["assignment"] / f"{info['notebook']}.ipynb"
     )
+
+
+def instructor_notebook(path: Path) -> NotebookNode:
+    """The instructor's notebook at `path`, read once per version of the file in a grading
+    process: every submission's rebuild and the check of its cells read it. One object for
+    every submission: read it, and change only copies of it."""
+    st = path.stat()
+    return _read(str(path), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=4)
+def _read(path: str, _mtime_ns: int, _size: int) -> NotebookNode:
+    return nbformat.read(path, as_version=4)
 
 
 def graded_exercise(resources: dict | None, config) -> GradedExercise | None:

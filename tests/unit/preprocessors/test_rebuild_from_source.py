@@ -4,16 +4,22 @@ the instructor's notebook is what runs, with the student's answers put in their 
 from __future__ import annotations
 
 import copy
+import os
 
 import nbformat
 import pytest
+from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from nbgrader.preprocessors import DeduplicateIds
+from nbgrader.preprocessors import ClearSolutions, DeduplicateIds
 from traitlets.config import Config
 
 from grader.exercise import spec
+from grader.exercise.cells import nbgrader_meta
 from grader.incoming import intake
-from grader.preprocessors.rebuild_from_source import NOTE_MARK, RebuildFromSource, rebuild
+from grader.preprocessors.rebuild_from_source import NOTE_MARK, RebuildFromSource, _stubs, rebuild
+from grader.preprocessors.scope import instructor_notebook
+
+from conftest import ROOT
 
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 
@@ -250,3 +256,47 @@ def test_preprocessor_puts_the_intakes_notes_in_the_note_cell(course, monkeypatc
     monkeypatch.setitem(intake._notes, "s_rebuild", ["a link was removed"])
     nb, _ = _preprocess(course, answered())
     assert nb.cells[0].metadata.get(NOTE_MARK) and "a link was removed" in nb.cells[0].source
+
+
+# ------------------------------------------------ the instructor's notebook, read once a process
+KIT_SOURCE = ROOT / "source" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+
+
+def test_the_stubs_are_the_releases_answer_cells():
+    """Only the answer cells are copied and cleared: the same cells as ClearSolutions on all."""
+    source = nbformat.read(KIT_SOURCE, 4)
+    answers = {nbgrader_meta(c)["grade_id"] for c in source.cells if nbgrader_meta(c).get("solution")}
+    whole = ClearSolutions().preprocess(copy.deepcopy(source), ResourcesDict())[0]
+    expected = {
+        nbgrader_meta(c)["grade_id"]: c for c in whole.cells if nbgrader_meta(c).get("grade_id") in answers
+    }
+    assert len(answers) >= 4 and _stubs(source, answers) == expected
+
+
+def test_one_source_for_every_submission_is_left_as_it_was(course):
+    """The preprocessor's source is shared by every submission it rebuilds: none changes it."""
+    path = course / "source" / spec.ASSIGNMENT / "nb1.ipynb"
+    moved, deleted, added = answered(), answered(), answered()
+    moved.cells.append(moved.cells.pop(1))
+    del deleted.cells[1]
+    added.cells.insert(2, new_code_cell("y = 1"))
+    for k, student in enumerate([moved, deleted, added, answered("x = 41")]):
+        nb, _ = _preprocess(course, student, student=f"s{k}")
+        nb.cells[1].source += "\n# changed after the rebuild"
+    shared = instructor_notebook(path)
+    assert shared is instructor_notebook(path) and shared == nbformat.read(path, 4)
+
+
+def test_a_new_version_of_the_source_is_read_again(course):
+    path = course / "source" / spec.ASSIGNMENT / "nb1.ipynb"
+    first = instructor_notebook(path)
+    changed = source_nb()
+    changed.cells[2].source = "assert x == 43"
+    nbformat.write(changed, path)
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # a later version
+    assert (
+        instructor_notebook(path) is not first
+        and instructor_notebook(path).cells[2].source == "assert x == 43"
+    )
+    nb, _ = _preprocess(course, answered())
+    assert nb.cells[2].source == "assert x == 43"
