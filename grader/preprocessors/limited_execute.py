@@ -14,10 +14,8 @@ import os
 import shutil
 import time
 import uuid
-from functools import lru_cache
 from pathlib import Path
 
-import nbformat
 from nbclient.exceptions import DeadKernelError
 from nbconvert.exporters.exporter import ResourcesDict
 from nbformat.notebooknode import NotebookNode, from_dict
@@ -37,7 +35,7 @@ from ..settings import (
     SUBMISSION_SECONDS,
 )
 from . import show_only, test_blocks, unsandboxed
-from .scope import kit_assignment
+from .scope import instructor_notebook, kit_assignment
 
 
 def _error(ename: str, text: str):
@@ -47,12 +45,6 @@ def _error(ename: str, text: str):
 
 
 __all__ = ["LimitedExecute"]
-
-
-@lru_cache(maxsize=4)
-def _kernel_prefix(source: Path, mtime_ns: int) -> list[str]:
-    """Read once per grading process (per version of the instructor's notebook), not per kernel."""
-    return kernel_prefix(nbformat.read(source, 4).cells)
 
 
 class LimitedExecute(Execute):
@@ -180,7 +172,7 @@ class LimitedExecute(Execute):
         source = folder / f"{info['notebook']}.ipynb"
         if not source.is_file():
             return [], None
-        return _kernel_prefix(source, source.stat().st_mtime_ns), folder / "names.txt"
+        return kernel_prefix(instructor_notebook(source).cells), folder / "names.txt"
 
     def preprocess_cell(
         self, cell: NotebookNode, resources: ResourcesDict, index: int

@@ -90,5 +90,5 @@ def required_exercise(course: Path, assignment: str) -> GradedExercise:
 
 @lru_cache(maxsize=16)
 def _written(path: str, mtime: int, assignment: str, notebook: str) -> GradedExercise | None:
-    written = GradedExercise.from_metadata(nbformat.read(path, as_version=4).metadata)
+    written = GradedExercise.from_metadata(instructor_notebook(Path(path)).metadata)
     return written and replace(written, assignment=assignment, notebook=notebook)
