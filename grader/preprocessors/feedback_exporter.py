@@ -92,20 +92,27 @@ class FeedbackExporter(HTMLExporter):
 
 
 def with_alt_text(nb: NotebookNode) -> NotebookNode:
-    """A copy of `nb` where every image output without alt text (its own or its cell's) has
-    nbconvert's."""
+    """`nb` where every image output without alt text (its own or its cell's) has nbconvert's:
+    a copy, or `nb` itself where no image lacks it (most feedback pages have no image)."""
+    if not any(_without_alt(c, o) for c in nb.cells for o in c.get("outputs", [])):
+        return nb
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
-        if _alt(cell.get("metadata")):
-            continue
         for output in cell.get("outputs", []):
-            meta = output.get("metadata") if isinstance(output.get("metadata"), dict) else {}
-            for mime in IMAGES:
-                if mime in output.get("data", {}) and not (_alt(meta) or _alt(meta.get(mime))):
-                    own = meta.get(mime)
-                    meta[mime] = {**(own if isinstance(own, dict) else {}), "alt": NO_ALT}
-                    output["metadata"] = meta
+            for mime in _without_alt(cell, output):
+                meta = output.get("metadata") if isinstance(output.get("metadata"), dict) else {}
+                own = meta.get(mime)
+                meta[mime] = {**(own if isinstance(own, dict) else {}), "alt": NO_ALT}
+                output["metadata"] = meta
     return nb
+
+
+def _without_alt(cell, output) -> list[str]:
+    """The image types `output` shows without alt text."""
+    meta = output.get("metadata") if isinstance(output.get("metadata"), dict) else {}
+    if _alt(cell.get("metadata")) or _alt(meta):
+        return []
+    return [m for m in IMAGES if m in output.get("data", {}) and not _alt(meta.get(m))]
 
 
 def _alt(meta) -> bool:

@@ -243,13 +243,12 @@ def test_a_real_install_grades_as_nbgrader(course, tmp_path, minor):
     python = find_python(minor)
     if python is None:
         pytest.skip(f"no Python {minor} here (PATH, pyenv)")
-    if not _cpu_torch_for(minor, requirements.torch_txt(requirements.installed_pins())):  # the zip's
+    torch_txt = requirements.torch_txt(requirements.installed_pins())  # the zip's, as the test checks
+    if not _cpu_torch_for(minor, torch_txt):
         pytest.skip(f"torch's CPU build for Python {minor} cannot be had here (its index is unreachable)")
     zip_path = build.build(out=tmp_path / "gs.zip", course=course, allow_unsandboxed=unsandboxed_allowed())
     with zipfile.ZipFile(zip_path) as zf:
-        assert zf.read("requirements-torch.txt").decode() == requirements.torch_txt(
-            requirements.installed_pins()
-        )
+        assert zf.read("requirements-torch.txt").decode() == torch_txt
     root = tmp_path / "autograder"
     _extract(zip_path, root / "source")
     first = Path(python).parent  # setup.sh's `python3` is this Python, as on the image
