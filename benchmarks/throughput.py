@@ -100,7 +100,7 @@ class Sampler(threading.Thread):
 
 
 def _kind(argv: list[str]) -> str:
-    nbgrader = ("grader.grading.nbgrader_main", "grader.grading.resident")  # resident: a Dask worker's
+    nbgrader = ("grader.grading.nbgrader_main", "grader.grading.resident", "grader.grading.nbgrader_forks")
     if any(a.endswith("/nbgrader") or a in nbgrader for a in argv[:3]):
         return "nbgrader + judge (in-process)"
     if "grader.untrusted.server" in argv:

@@ -258,6 +258,7 @@ MAX_HINT = 300  # (preprocessors/feedback_summary.py) characters: hints quote st
 
 # ------------------------------------------------------------ grading a class (grading/)
 WORKER_STOP_SECONDS = 30  # (workers.py) an nbgrader process told to stop (SIGTERM), then killed
+FORKS_START_SECONDS = 300  # (nbgrader_forks.py) the batch's nbgrader server: its imports, then a fork
 GRADEBOOK_LOCK_SECONDS = 120  # (remote.py) a cluster worker's SQLite gradebook, waiting for its lock
 CLUSTER_RETRIES = 1  # (cluster.py) Dask's reruns of a submission's task that failed
 RESIDENT_LOG_BYTES = 20_000_000  # (resident.py) a cluster worker's nbgrader log, emptied past this

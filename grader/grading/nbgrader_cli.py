@@ -1,9 +1,10 @@
 """nbgrader as a subprocess, started one way: this Python's nbgrader (`python -m
 grader.grading.nbgrader_main`: nbgrader's command line, its imports trimmed), in the course
 folder, with this Python's bin/ first on PATH (nbgrader shells out to alembic, which must be this
-installation's too). The batch's workers (workers.py), a cluster worker (remote.py), the
-Gradescope run (gradescope/course.py) and the tests start it here; each keeps its own handling
-of the output and its own timeout.
+installation's too). A cluster worker (remote.py), the Gradescope run (gradescope/course.py) and
+the tests start it here, each with its own handling of the output and its own timeout; the
+batch's server (nbgrader_forks.py), which forks each local worker's nbgrader, with this Python
+and this environment too.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 share of the students, with the kit's configuration (each submission keeps its own sandbox,
 its own uid and its own limits). The grades land in nbgrader's gradebook as with one process.
 
-A share is a list of students, and one nbgrader process on this machine grades it; a Dask
-cluster (cluster.py) runs the same nbgrader per submission on other machines.
+A share is a list of students, and one nbgrader process on this machine grades it, forked from
+the batch's nbgrader server, which has imported nbgrader, torch and the judge once for all of
+them (nbgrader_forks.py); a Dask cluster (cluster.py) runs the same nbgrader on other machines.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exercise import spec
 from ..exercise.graded import GradedExercise
 from ..settings import WORKER_STOP_SECONDS, db_url
-from .nbgrader_cli import nbgrader_call
+from .nbgrader_forks import Forked, Forks
 from .progress import Progress
 
 
@@ -28,7 +30,7 @@ class Share:
     students: list[str]
     log: Path
     exercise: GradedExercise = spec.NINJA
-    proc: subprocess.Popen | None = None
+    proc: Forked | None = None
     pending: set[str] = field(default_factory=set)
     seen: dict[str, tuple] = field(default_factory=dict)  # (mtime, size) of notebooks read whole
 
@@ -113,35 +115,35 @@ def grade(
     once more. Returns the students graded."""
     graded: set[str] = set()
     todo = list(students)
-    for attempt in (1, 2):
-        if not todo:
-            break
-        shares = [
-            Share(s, logs / f"worker-{attempt}-{k}.log", exercise) for k, s in enumerate(split(todo, workers))
-        ]
-        graded |= _run(
-            course,
-            shares,
-            everyone,
-            force=force or attempt > 1,
-            extra=extra,
-            progress=progress,
-            final=attempt == 2,
-        )
-        todo = [s for s in todo if s not in graded]
-        if todo and attempt == 1:
-            progress.note(f"{len(todo)} not graded: trying them once more")
+    with closing(Forks(course, logs / "worker-server.log")) as forks:
+        for attempt in (1, 2):
+            if not todo:
+                break
+            named = [(logs / f"worker-{attempt}-{k}.log", s) for k, s in enumerate(split(todo, workers))]
+            shares = [Share(s, log, exercise) for log, s in named]
+            graded |= _run(
+                forks,
+                shares,
+                everyone,
+                force=force or attempt > 1,
+                extra=extra,
+                progress=progress,
+                final=attempt == 2,
+            )
+            todo = [s for s in todo if s not in graded]
+            if todo and attempt == 1:
+                progress.note(f"{len(todo)} not graded: trying them once more")
     return graded
 
 
-def _run(course, shares, everyone, *, force, extra, progress, final) -> set[str]:
+def _run(forks: Forks, shares, everyone, *, force, extra, progress, final) -> set[str]:
     graded: set[str] = set()
     try:
         for share in shares:
-            _start(course, share, everyone, force=force, extra=extra)
+            _start(forks, share, everyone, force=force, extra=extra)
         while any(share.proc is not None for share in shares):
             for share in shares:
-                graded |= _finished(course, share, progress, final)
+                graded |= _finished(forks.course, share, progress, final)
             time.sleep(0.3)
     except KeyboardInterrupt:
         for share in shares:
@@ -150,21 +152,12 @@ def _run(course, shares, everyone, *, force, extra, progress, final) -> set[str]
     return graded
 
 
-def _start(course: Path, share: Share, everyone: list[str], *, force: bool, extra: list[str]):
+def _start(forks: Forks, share: Share, everyone: list[str], *, force: bool, extra: list[str]):
     share.pending = set(share.students)
     share.log.parent.mkdir(parents=True, exist_ok=True)
-    with open(share.log, "w") as log:
-        share.proc = subprocess.Popen(
-            **nbgrader_call(
-                course,
-                *autograde_args(
-                    share.students, everyone, force=force, extra=extra, assignment=share.exercise.assignment
-                ),
-            ),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    assignment = share.exercise.assignment
+    args = autograde_args(share.students, everyone, force=force, extra=extra, assignment=assignment)
+    share.proc = forks.start(*args, log=share.log)
 
 
 def _finished(course: Path, share: Share, progress: Progress, final: bool) -> set[str]:

@@ -1,6 +1,7 @@
 """grader/grading/nbgrader_cli.py in-process (no nbgrader is started: subprocess is a fake): the
 one way the kit runs nbgrader, and each caller's command, folder, environment and options, as
-each built them itself before (workers.py, resident.py for a cluster worker, gradescope/course.py)."""
+each built them itself before (resident.py for a cluster worker, gradescope/course.py), and the
+batch's nbgrader server (nbgrader_forks.py), which forks each worker's nbgrader."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grader.gradescope import course as gradescope_course
-from grader.grading import nbgrader_cli, resident, workers
+from grader.grading import nbgrader_cli, nbgrader_forks, resident, workers
 from grader.grading.nbgrader_cli import BIN, nbgrader_call
 
 NBGRADER = [sys.executable, "-m", "grader.grading.nbgrader_main"]
@@ -55,15 +56,22 @@ def test_run_passes_its_options_to_subprocess_run(tmp_path, started):
     ]
 
 
-def test_a_worker_starts_its_share_as_before(tmp_path, started):
+def test_a_workers_share_is_asked_of_the_batchs_nbgrader_server(tmp_path, monkeypatch):
+    forks = nbgrader_forks.Forks(tmp_path, tmp_path / "logs" / "worker-server.log")
+    asked = []
+    monkeypatch.setattr(forks, "start", lambda *args, log: asked.append((args, log)))
     share = workers.Share(["b"], tmp_path / "logs" / "worker-1-0.log")
-    workers._start(tmp_path, share, ["a", "b"], force=True, extra=["--X=1"])
-    (call,) = started
+    workers._start(forks, share, ["a", "b"], force=True, extra=["--X=1"])
     exclude = "--CourseDirectory.student_id_exclude=a"
-    assert call["args"] == [*NBGRADER, "autograde", "backprop_ninja", exclude, "--force", "--X=1"]
+    assert asked == [(("autograde", "backprop_ninja", exclude, "--force", "--X=1"), share.log)]
+
+
+def test_the_batchs_nbgrader_server_is_this_pythons(tmp_path, started):
+    nbgrader_forks.Forks(tmp_path, tmp_path / "server.log")._start()
+    (call,) = started
+    assert call["args"] == [NBGRADER[0], "-m", "grader.grading.nbgrader_forks"]
     assert (call["cwd"], call["env"]) == (tmp_path, dict(os.environ, PATH=VENV_PATH))
-    assert call["stderr"] == subprocess.STDOUT and call["start_new_session"] is True
-    assert call["stdout"].name == str(share.log)
+    assert call["start_new_session"] is True and call["stderr"].name == str(tmp_path / "server.log")
 
 
 def test_a_cluster_workers_resident_nbgrader_is_this_pythons(tmp_path, started):

@@ -259,3 +259,18 @@ def test_a_written_exercises_copied_answers_are_a_pair(tmp_path):
         nbformat.write(mine, tmp_path / "submitted" / student / "gpt_block" / "gpt_block.ipynb")
     (found,) = similar_pairs(tmp_path, exercise=WRITTEN)
     assert found.students == ("ann", "bob") and found.grade_ids == ["ex1_solution"]  # not cy with dee
+
+
+def test_the_base_tokenises_each_distinct_text_once(course, monkeypatch):
+    """A cell without a solution reads the same in the release: the base's fingerprints are those
+    of every text, each text tokenised once."""
+    cells = json.loads((course / "source" / NB).read_text())["cells"]
+    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    released = [similarity._SOLUTION.sub(r"\1raise NotImplementedError()", s) for s in sources]
+    seen = []
+    tokens = similarity.tokens
+    monkeypatch.setattr(similarity, "tokens", lambda text, fixed: seen.append(text) or tokens(text, fixed))
+    fixed, base = similarity._reference(course, spec.NINJA)
+    assert sorted(seen) == sorted(set(sources + released)) and len(seen) < len(sources + released)
+    each = {h for text in sources + released for h in similarity._hashes(tokens(text, fixed)[0])}
+    assert base == each
