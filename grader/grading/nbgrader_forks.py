@@ -44,9 +44,11 @@ PRELOAD = (
     "grader.preprocessors.rebuild_from_source",
     "grader.preprocessors.replay_grades",
 )
-# The kit's nbgrader_config.py sets these before a notebook imports torch; here torch comes
-# first. With them, OpenMP and OpenBLAS start no thread at import: a fork copies the only one.
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# A worker computes on one thread (the kit's nbgrader_config.py asks for it before a notebook
+# imports torch; here torch comes first), and with these OpenMP and OpenBLAS start no thread at
+# import: a fork copies the only one. Set, not defaulted: a shell's OPENBLAS_NUM_THREADS=4 would
+# start numpy's pool in the server, which would then fork no worker.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -107,8 +109,7 @@ def serve() -> int:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # what an import prints goes to the log, not into the protocol
     say = lambda **msg: proto.write(json.dumps(msg) + "\n")  # noqa: E731
-    for name, value in ONE_THREAD.items():
-        os.environ.setdefault(name, value)
+    os.environ.update(ONE_THREAD)
     skip_iri_checker()
     with start_up_uncollected():
         for module in PRELOAD:

@@ -20,7 +20,8 @@ ASLEEP = ("autograde", "nothing")  # a command that reads the configuration (--v
 
 
 @pytest.fixture
-def forks(tmp_path):
+def forks(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")  # a shell's: the server still forks
     f = Forks(tmp_path, tmp_path / "server.log")
     yield f
     f.close()
