@@ -135,6 +135,7 @@ def run_replay(
     then: Callable[[RunResult], list[str]],
     again: Callable[[RunResult], bool] = lambda run: False,
     settled: Callable[[str, dict[str, RunResult]], str | None] = lambda run, made: None,
+    explains: Callable[[RunResult], bool] = lambda main: True,
     launcher: Launcher = launch_sandboxed,
 ) -> ReplayOutput:
     """In the sandbox unless `launcher` says otherwise (client.launch_plain: tests only). The
@@ -144,7 +145,9 @@ def run_replay(
     other way (under "zero" only where it reached for autograd): which gradients autograd made.
     A graded run that `again` marks (over the numeric bound, verdicts/numeric.py) runs once more,
     and its second result is the one kept. A run that `settled` names an earlier made run for
-    (verdicts/settled.py) is not made: that run's values stand for it (RunResult.by)."""
+    (verdicts/settled.py) is not made: that run's values stand for it (RunResult.by). The watched
+    run is made only where `explains` says it could explain something of the blocked notebook's
+    (verdicts/outcomes.wrong_when_blocked)."""
     mode = BLOCK if settings.autograd_policy == "zero" else OPEN
     work = Path(tempfile.mkdtemp(prefix="replay-", dir=exchange_root()))
     try:
@@ -165,7 +168,7 @@ def run_replay(
         # statement limit: torch.func's first use imports torch._dynamo, seconds);
         # "flag": graded as if autograd were allowed, and always a blocked run to compare with
         if mode == BLOCK:
-            reached = runs[AS_SUBMITTED].meta.get("autograd")
+            reached = runs[AS_SUBMITTED].meta.get("autograd") and explains(runs[AS_SUBMITTED])
             counterpart = r.one(AS_SUBMITTED, WATCH, 3 * settings.statement_seconds) if reached else None
         else:
             counterpart = r.one(AS_SUBMITTED, BLOCK)

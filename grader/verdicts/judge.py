@@ -110,6 +110,7 @@ def judge_submission(
         then=then,
         again=again,
         settled=StandIns(fresh, exercise).settled_by,
+        explains=lambda main: outcomes.wrong_when_blocked(main, fresh, exercise),
         launcher=launcher,
     )
     try:

@@ -139,6 +139,16 @@ def _later(out: ReplayOutput, fresh: FreshInputs, g, exercise: GradedExercise) -
     return Outcome(g, ref, value, compare_gradient(g, value, ref, exercise), cell=cell, errors=errors)
 
 
+def wrong_when_blocked(main: RunResult, fresh: FreshInputs, exercise: GradedExercise = spec.NINJA) -> bool:
+    """Whether the notebook as submitted, autograd blocked, got a gradient or the training point
+    wrong: the only outcomes its watched run could show autograd made (autograd.made_by_autograd).
+    Where it got none wrong (a right answer that checks itself with loss.backward()), the watched
+    run would change no verdict and no flag, and is not made."""
+    if any(_right_in(main, g, fresh, exercise) is False for g in exercise.gradients):
+        return True
+    return _trained(main, fresh, exercise) is False
+
+
 def _trained(run: RunResult | None, fresh: FreshInputs, exercise: GradedExercise) -> bool | None:
     if run is None or exercise.training is None:
         return None

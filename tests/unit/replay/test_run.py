@@ -1,14 +1,15 @@
 """grader/replay/run.py in-process, with a server that answers from a script (no process): a
 graded run over the numeric bound runs once more and its second result is the one judged;
 nothing else runs twice; the runs after the notebook's own may go to its run group, a run once
-more goes alone."""
+more goes alone; a notebook that reached for autograd runs watched only where that could
+explain something."""
 
 from __future__ import annotations
 
 from grader.exercise import spec
 from grader.replay import run as run_mod
 from grader.settings import JudgeSettings
-from grader.untrusted.protocol import AS_SUBMITTED, EX3, STATUS_OK
+from grader.untrusted.protocol import AS_SUBMITTED, EX3, STATUS_OK, WATCH
 
 from conftest import JUDGE_SEED
 from replay_runs import frame
@@ -17,18 +18,21 @@ from replay_runs import frame
 class ScriptedServer:
     """Answers each run with the next of its CPU costs for ex1_solution, at a pace of its own."""
 
-    def __init__(self, costs: dict[str, list[float]]):
-        self.costs, self.calls, self.grouped = costs, [], []
+    def __init__(self, costs: dict[str, list[float]], events: list | None = None):
+        self.costs, self.calls, self.grouped, self.modes = costs, [], [], []
+        self.events = events or []  # where each run reached for autograd
 
     def replay(self, workdir, *, run, data, timeout, autograd, statement_seconds=None, group=False):
         self.calls.append(run)
         self.grouped.append(group)
+        self.modes.append(autograd)
         cost = self.costs[run].pop(0)
-        return STATUS_OK, frame({"cpu": {"ex1_solution": cost}}), cost + 0.1, cost / 1000
+        meta = {"cpu": {"ex1_solution": cost}, "autograd": self.events}
+        return STATUS_OK, frame(meta), cost + 0.1, cost / 1000
 
 
-def _replay(monkeypatch, fresh, names_txt, costs, then_runs=()):
-    server = ScriptedServer(costs)
+def _replay(monkeypatch, fresh, names_txt, costs, then_runs=(), events=None, explains=lambda main: True):
+    server = ScriptedServer(costs, events)
     monkeypatch.setattr(run_mod, "server_for", lambda prefix, launcher: server)
     out = run_mod.run_replay(
         [],
@@ -38,8 +42,9 @@ def _replay(monkeypatch, fresh, names_txt, costs, then_runs=()):
         data={"names.txt": names_txt},
         then=lambda main: list(then_runs),
         again=lambda run: run.meta["cpu"]["ex1_solution"] > 1.0,
+        explains=explains,
     )
-    _replay.grouped = server.grouped
+    _replay.grouped, _replay.modes = server.grouped, server.modes
     return out, server.calls
 
 
@@ -61,3 +66,31 @@ def test_a_run_over_the_bound_twice_is_judged_over_it(monkeypatch, fresh, names_
 def test_a_run_within_the_bound_runs_once(monkeypatch, fresh, names_txt):
     out, calls = _replay(monkeypatch, fresh, names_txt, {AS_SUBMITTED: [0.2]})
     assert calls == [AS_SUBMITTED] and out.problem is None
+
+
+CALL = {"kind": "call", "what": "torch.autograd.grad", "cell": "your cell after ex1_solution", "line": 2}
+
+
+def test_a_notebook_that_reached_for_autograd_runs_watched_where_that_can_explain(
+    monkeypatch, fresh, names_txt
+):
+    seen = []
+    explains = lambda main: seen.append(main.meta["autograd"]) or True  # noqa: E731
+    costs = {AS_SUBMITTED: [0.2, 0.2]}
+    out, calls = _replay(monkeypatch, fresh, names_txt, costs, events=[CALL], explains=explains)
+    assert calls == [AS_SUBMITTED, AS_SUBMITTED] and _replay.modes[1] == WATCH
+    assert out.counterpart is not None and seen == [[CALL]]  # asked of the blocked run
+
+
+def test_a_watched_run_that_could_explain_nothing_is_not_made(monkeypatch, fresh, names_txt):
+    costs = {AS_SUBMITTED: [0.2, 0.2]}
+    out, calls = _replay(monkeypatch, fresh, names_txt, costs, events=[CALL], explains=lambda main: False)
+    assert calls == [AS_SUBMITTED] and out.counterpart is None
+
+
+def test_a_notebook_that_never_reached_for_autograd_is_not_asked(monkeypatch, fresh, names_txt):
+    def explains(main):
+        raise AssertionError("asked without a reach for autograd")
+
+    out, calls = _replay(monkeypatch, fresh, names_txt, {AS_SUBMITTED: [0.2]}, explains=explains)
+    assert calls == [AS_SUBMITTED] and out.counterpart is None

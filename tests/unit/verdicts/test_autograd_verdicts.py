@@ -1,6 +1,7 @@
 """grader/verdicts/autograd.py on runs built here: a gradient right only when autograd could
 run gets no credit ("zero") or is listed ("flag"); a checking cell that used autograd and
-changed nothing costs nothing; a run stopped for working around the check loses what came after."""
+changed nothing costs nothing, with or without its watched run (outcomes.wrong_when_blocked);
+a run stopped for working around the check loses what came after."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from grader.exercise import spec
 from grader.replay.results import RunResult
 from grader.replay.run import ReplayOutput
 from grader.settings import JudgeSettings
-from grader.untrusted.protocol import BLOCK, OPEN
+from grader.untrusted.protocol import BLOCK, OPEN, TRAINED
 from grader.verdicts import judge, outcomes
 from grader.verdicts.autograd import NO_CREDIT, apply_policy, evidence, made_by_autograd
 
@@ -67,6 +68,35 @@ def test_autograd_that_changed_no_gradient_costs_nothing(fresh):
         out = ReplayOutput(dict(runs), 1.0, mode=mode, counterpart=watched)
         verdicts, flags = _graded(fresh, out, policy)
         assert sum(v.score for v in verdicts.values()) == spec.total_points() and flags == []
+
+
+def _with_ex3(run: RunResult, fresh) -> RunResult:
+    """The main run as the runner sends it: exercise 3's cell kept too (honest_runs has not)."""
+    key = f"{spec.ANSWER_CELLS[3]}/dhprebn"
+    meta = dict(run.meta, values=dict(run.meta["values"], **{key: {"kind": "tensor"}}))
+    return RunResult(run.status, meta, dict(run.tensors, **{key: fresh.grads["hprebn"]}))
+
+
+def test_only_a_blocked_run_with_something_wrong_needs_its_watched_run(fresh):
+    main = _with_ex3(honest_runs(fresh)["main"], fresh)
+    assert outcomes.wrong_when_blocked(main, fresh) is False
+    assert outcomes.wrong_when_blocked(_without(main, KEY), fresh) is True
+    assert outcomes.wrong_when_blocked(_without(main, f"{spec.ANSWER_CELLS[3]}/dhprebn"), fresh) is True
+    trained = [k for k in main.tensors if k.startswith(f"{TRAINED}/")]
+    assert trained and outcomes.wrong_when_blocked(_without(main, *trained), fresh) is True
+
+
+def test_without_its_watched_run_a_right_notebook_is_graded_and_flagged_the_same(fresh):
+    runs = honest_runs(fresh)
+    runs["main"] = _with_ex3(_without(runs["main"], events=[CALL]), fresh)
+    watched = runs["main"]
+    with_it = _graded(fresh, ReplayOutput(dict(runs), 1.0, mode=BLOCK, counterpart=watched), "zero")
+    without = _graded(fresh, ReplayOutput(dict(runs), 1.0, mode=BLOCK, counterpart=None), "zero")
+    assert {k: (v.score, v.hint, v.lines) for k, v in with_it[0].items()} == {
+        k: (v.score, v.hint, v.lines) for k, v in without[0].items()
+    }
+    assert with_it[1] == without[1] == []
+    assert sum(v.score for v in without[0].values()) == spec.total_points()
 
 
 def test_a_sign_of_getting_under_the_check_is_listed_and_costs_nothing_by_itself(fresh):
