@@ -83,7 +83,7 @@ class WarmServer:
         self._buf = b""
         self._send({"prefix": self.prefix if data else [], "data_dir": DATA_INSIDE if data else "/"})
         hello = self._next(WARM_START_SECONDS)
-        self.skipped = hello.get("skipped", 0) if hello else 0
+        self.skippable = (hello or {}).get("skippable")  # as said: prefix_block.py checks it
         if not hello or not hello.get("ready") or hello.get("threads") != 1:
             self.close()
             raise RuntimeError(f"the warm kernel server did not start: {hello or self.log_tail()}")

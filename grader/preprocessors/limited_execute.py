@@ -34,7 +34,7 @@ from ..settings import (
     START_ATTEMPTS,
     SUBMISSION_SECONDS,
 )
-from . import show_only, test_blocks, unsandboxed
+from . import prefix_block, show_only, test_blocks, unsandboxed
 from .scope import instructor_notebook, kit_assignment
 
 
@@ -113,6 +113,7 @@ class LimitedExecute(Execute):
         self._show_only = set() if self.run_show_only else show_only.show_only(nb.cells)
         kit = self.test_blocks and kit_assignment(resources or {})
         self._blocks, self._given = test_blocks.blocks(nb.cells) if kit else {}, {}
+        self._prefix: tuple[int, list[int]] = (0, [])  # a warm kernel's: create_kernel_manager
         name = self.kernel_name or nb.metadata.get("kernelspec", {}).get("name", "python")
         self._unsandboxed = unsandboxed.kernel_problem(name)
         unsandboxed.apply_rule(self._unsandboxed, allowed=self.allow_unsandboxed, log=self.log)
@@ -154,6 +155,7 @@ class LimitedExecute(Execute):
             km.kernel_id = str(uuid.uuid4())
             km.provisioner = WarmProvisioner(kernel_id=km.kernel_id, kernel_spec=km.kernel_spec, parent=km)
             km.provisioner.server = server
+            self._prefix = prefix_block.members(self.nb.cells, server.prefix, server.skippable)
         elif getattr(self, "_unsandboxed", None) and unsandboxed.drops_root(km):
             self._kernel_home = unsandboxed.kernel_dir()  # allowed without bubblewrap: not as root
             unsandboxed.hand_over(km, self._kernel_home)
@@ -182,10 +184,12 @@ class LimitedExecute(Execute):
         if index in self._show_only:
             cell.outputs, cell.execution_count = [show_only.note()], None
             return cell, resources
-        given = self._given.pop(index, None) or (
-            self._block(index, resources) if index in self._blocks else None
+        given = (
+            self._given.pop(index, None)
+            or (self._block(index, resources) if index in self._blocks else None)
+            or (self._take(index, resources) if self._prefix[1][:1] == [index] else None)
         )
-        if given is not None:  # a test cell run with its block (test_blocks.py)
+        if given is not None:  # a cell run with its block (test_blocks.py, prefix_block.py)
             cell.outputs, cell.execution_count = given
             return cell, resources
         return self._execute(cell, resources, index)
@@ -206,7 +210,26 @@ class LimitedExecute(Execute):
         self._given.update({i: (o, block.execution_count) for i, o in zip(members[1:], outputs[1:])})
         return outputs[0], block.execution_count
 
-    def _execute(self, cell: NotebookNode, resources: ResourcesDict, index: int, cells: int = 1):
+    def _take(self, index: int, resources: ResourcesDict):
+        """The warm kernel's skippable first cells, from `index`, in one round trip that IPython
+        does not count (prefix_block.py): this cell's outputs and count, the others' kept for their
+        turn; None where the answer did not come back whole (each then runs on its own)."""
+        (first, members), self._prefix = self._prefix, (0, [])
+        block, nonce = prefix_block.block_cell(first, len(members))
+        original = self.nb.cells[index]
+        try:
+            block, _ = self._execute(block, resources, index, cells=len(members), counted=False)
+        finally:
+            self.nb.cells[index] = original
+        each = prefix_block.split(block.outputs, nonce, len(members), block.get("execution_count"))
+        if each is None:
+            return None
+        self._given.update(zip(members[1:], each[1:]))
+        return each[0]
+
+    def _execute(
+        self, cell: NotebookNode, resources: ResourcesDict, index: int, cells: int = 1, counted: bool = True
+    ):
         left = self.submission_timeout - (time.monotonic() - self._started)
         if self._dead or left <= 0:
             why = self._dead or f"the submission's {self.submission_timeout} s were used up"
@@ -215,7 +238,10 @@ class LimitedExecute(Execute):
         self.timeout = max(1, int(min(cells * self._cell_timeout if self._cell_timeout else left, left)))
         self._cells_started += 1
         try:
-            return super().preprocess_cell(cell, resources, index)
+            if counted:
+                return super().preprocess_cell(cell, resources, index)
+            self._check_assign_resources(resources)
+            return self.execute_cell(cell, index, store_history=False), self.resources
         except DeadKernelError:
             self._dead = "the kernel died (an exit, a crash or the memory limit) in an earlier cell"
             cell.outputs.append(

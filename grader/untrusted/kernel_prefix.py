@@ -26,8 +26,9 @@ import types
 import torch
 
 from ..exercise.cells import strip_magics
+from .protocol import PREFIX_MODULE as MODULE  # how the replaced cells reach this module in the kernel
+from .protocol import TEST_CELLS_MIME
 
-MODULE = "_backprop_ninja_prefix"  # how the replaced cells reach this module in the kernel
 # What each kernel imported for itself after the fork: IPKernelApp.initialize (the debugger, pdb,
 # the history's sqlite3: 0.3 of its 0.4 CPU-s), then the notebook's first cells (`%matplotlib
 # inline`, the traceback of a cell that raises), then the hidden tests' `from grader.incell
@@ -154,13 +155,13 @@ class Prefix:
         shell.input_transformers_post.append(self._transform)
 
     def _transform(self, lines: list[str]) -> list[str]:
-        count = self._shell.execution_count
-        if count not in self._decided:  # IPython may transform a cell more than once
-            self._decided[count] = self._decide(lines)
-        return self._decided[count]
+        key = (self._shell.execution_count, "".join(lines))  # a cell not counted (take's) may share a count
+        if key not in self._decided:  # IPython may transform a cell more than once
+            self._decided[key] = self._decide(lines)
+        return self._decided[key]
 
     def _decide(self, lines: list[str]) -> list[str]:
-        if self._done:
+        if self._done or "".join(lines).startswith(TAKE):  # take() checks its own cells
             return lines
         i = self._next
         if i < len(self.sources) and "".join(lines) == self._expected[i]:
@@ -174,6 +175,29 @@ class Prefix:
         sys.stdout.write(self.printed[i])
         if i == len(self.sources) - 1:
             self._adopt()
+
+    def take(self, nonce: str, first: int, count: int) -> None:
+        """The skippable cells from `first` to the last, sent by the grader as one cell that IPython
+        does not count (grader/preprocessors/prefix_block.py): what each printed, as one display
+        the grader splits as it splits a test block's; `In`, `_i<n>` and the execution count as
+        running them one by one would have left them; the namespace of the last. Raises, having
+        changed nothing, unless they are the kernel's next cells (the grader then sends each)."""
+        from IPython.display import publish_display_data
+
+        end = first + count
+        if self._done or first != self._next or count < 1 or end != len(self.sources):
+            raise RuntimeError("these are not the kernel's next first cells")
+        if not all(self.skippable[first:end]):
+            raise RuntimeError("these first cells must really run")
+        shell, base = self._shell, self._shell.execution_count
+        for i, source in enumerate(self.sources[first:end]):
+            if shell.history_manager is not None:
+                shell.history_manager.store_inputs(base + i, source, source)
+        shell.execution_count = base + count
+        self._next, self._done = end, True
+        self._adopt()
+        cells = [{"stdout": p, "stderr": "", "value": None, "error": None} for p in self.printed[first:end]]
+        publish_display_data({TEST_CELLS_MIME: {"nonce": nonce, "cells": cells}})
 
     def _rebuild(self) -> None:
         """Something else runs mid-way: the cells skipped so far run for real, silently."""
@@ -194,6 +218,9 @@ class Prefix:
             user_ns[name] = value
         random.setstate(self.random_state)
         torch.set_rng_state(self.torch_state)
+
+
+TAKE = f"__import__({MODULE!r}).take("
 
 
 def _rehomed(f: types.FunctionType, globals_: dict) -> types.FunctionType:

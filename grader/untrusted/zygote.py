@@ -273,7 +273,8 @@ def serve() -> int:
     os.chdir("/")
     collector.started()  # start-up's objects never collected in a kernel: no copy-on-write of their pages
     # fork needs a single-threaded parent: the host refuses a server that says otherwise
-    say(ready=True, threads=len(os.listdir("/proc/self/task")), skipped=sum(prefix.skippable))
+    skippable = prefix.skippable if prefix.sources else []  # which first cells a kernel need not run
+    say(ready=True, threads=len(os.listdir("/proc/self/task")), skippable=skippable)
     child, buf = None, b""
     while True:
         ready, _, _ = select.select([0], [], [], 0.05)

@@ -12,6 +12,7 @@ from IPython.core import interactiveshell
 from IPython.core.interactiveshell import InteractiveShell
 
 from grader.untrusted.kernel_prefix import KERNEL_IMPORTS, MODULE, Prefix, once_per_cell
+from grader.untrusted.protocol import PREFIX_TAKE, TEST_CELLS_MIME
 
 CELLS = [
     "import random\n%config Completer.use_jedi = False",  # a magic: really runs
@@ -82,6 +83,65 @@ def test_a_notebook_that_starts_otherwise_runs_everything(shell, capsys):
     assert _run(shell, "x = 1", capsys) == ""
     assert _run(shell, CELLS[1], capsys) == "3\n"
     assert "words" in shell.user_ns and "stoi" not in shell.user_ns
+
+
+def _take(shell, first: int, count: int) -> tuple:
+    """The grader's one cell for the skippable cells, as LimitedExecute sends it (not counted):
+    the run's result and what it published."""
+    said = []
+    shell.display_pub.publish = lambda data, *a, **k: said.append(data)
+    source = PREFIX_TAKE.format(module=MODULE, nonce="n1", first=first, count=count)
+    return shell.run_cell(source, store_history=False), said
+
+
+def _history(shell) -> tuple:
+    ns = shell.user_ns
+    return list(ns["In"]), [ns.get(f"_i{n}") for n in range(1, 4)], ns["_i"], ns["_ii"], shell.execution_count
+
+
+def test_cells_taken_in_one_go_leave_what_running_them_one_by_one_would(shell, capsys):
+    outs_cold, ns_cold = _cold(shell, capsys)
+    state_cold, history_cold = random.getstate(), _history(shell)
+    shell.reset(new_session=True)  # a fresh kernel's history and count
+    shell.user_ns.clear()
+    shell.init_user_ns()
+    prefix = Prefix(CELLS)
+    assert prefix.run()
+    random.seed(7)
+    prefix.install(shell)
+    assert _run(shell, CELLS[0], capsys) == outs_cold[0]  # the magic's cell really runs
+    result, said = _take(shell, 1, 2)
+    assert result.success, result.error_in_exec
+    assert capsys.readouterr().out == ""
+    cells = said[0][TEST_CELLS_MIME]["cells"]
+    assert [c["stdout"] for c in cells] == outs_cold[1:]
+    assert said[0][TEST_CELLS_MIME]["nonce"] == "n1"
+    assert all(c["stderr"] == "" and c["value"] is None and c["error"] is None for c in cells)
+    assert {k: shell.user_ns[k] for k in ("words", "stoi", "offset")} == ns_cold
+    assert random.getstate() == state_cold
+    assert _history(shell) == history_cold  # In, _i2, _i3, _i, _ii and the next count
+    assert _run(shell, "print(lookup('ava'))", capsys) == f"{ns_cold['stoi']['ava'] + 10}\n"
+
+
+@pytest.mark.parametrize(
+    "first, count", [(2, 1), (0, 3), (1, 1)], ids=["not-next", "must-run", "not-to-the-end"]
+)
+def test_a_take_that_does_not_fit_changes_nothing_and_the_cells_run_one_by_one(shell, capsys, first, count):
+    outs_cold, ns_cold = _cold(shell, capsys)
+    shell.reset(new_session=True)
+    shell.user_ns.clear()
+    shell.init_user_ns()
+    prefix = Prefix(CELLS)
+    assert prefix.run()
+    prefix.install(shell)
+    _run(shell, CELLS[0], capsys)
+    result, said = _take(shell, first, count)
+    assert isinstance(result.error_in_exec, RuntimeError) and said == []
+    capsys.readouterr()  # the refusal's traceback, in a cell the grader drops
+    assert "words" not in shell.user_ns and shell.execution_count == 2
+    # what the grader then sends, each on its own, at the count the refused cell did not use
+    assert [_run(shell, c, capsys) for c in CELLS[1:]] == outs_cold[1:]
+    assert {k: shell.user_ns[k] for k in ("words", "stoi", "offset")} == ns_cold
 
 
 def test_a_failing_or_noisy_cell_means_nothing_is_skipped():
