@@ -97,9 +97,31 @@ def _check_inputs(ns: dict):
     return params, Xb, Yb
 
 
+_block: dict | None = None  # while a block of hidden tests runs (one_block): its exercise-4 runs
+
+
+@contextlib.contextmanager
+def one_block():
+    """A block of hidden tests, run in one round trip (test_cells.py): nothing of the student's
+    runs between its cells, so its exercise-4 cells share one call of manual_backward (7 calls
+    were 7 forward and backward passes, about 20 ms a kernel)."""
+    global _block
+    _block = {}
+    try:
+        yield
+    finally:
+        _block = None
+
+
 def _ex4_run(ns: dict) -> Ex4Run:
-    # No cache: a fixed helper of manual_backward must show at once (a call costs ms).
-    return run_ex4(ns.get(spec.EX4_FUNCTION), *_check_inputs(ns))
+    # Otherwise no cache: a cell run again after a helper of manual_backward is fixed shows it.
+    fn = ns.get(spec.EX4_FUNCTION)
+    if _block is None:
+        return run_ex4(fn, *_check_inputs(ns))
+    key = (id(fn), id(ns.get("Xtr")), id(ns.get("Ytr")), id(ns.get("itos")))
+    if key not in _block:
+        _block[key] = run_ex4(fn, *_check_inputs(ns))
+    return _block[key]
 
 
 def _ex4_initial_loss(ns: dict) -> float:

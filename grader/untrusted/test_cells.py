@@ -2,7 +2,9 @@
 (grader/preprocessors/test_blocks.py sends it). Each cell runs as IPython would run it, in the
 notebook's namespace, one after the other; what each printed, the value of its last expression
 and the exception it raised come back together, as one display of MIME, for the grader to give
-each cell back its own outputs. A cell's failure is its own: the next one still runs.
+each cell back its own outputs. A cell's failure is its own: the next one still runs. Nothing of
+the student's runs between them: the block's exercise-4 cells share one call of manual_backward
+(in_kernel.one_block).
 
 Nothing here is trusted: the grader checks the shape of what comes back, and the grades come
 from the replay whatever it says (these outputs only feed the kernel flag, verdicts/flags.py).
@@ -15,13 +17,15 @@ import contextlib
 import io
 import traceback
 
+from .in_kernel import one_block
 from .protocol import TEST_CELLS_MIME as MIME
 
 
 def run(nonce: str, sources: list[str], ns: dict) -> None:
     from IPython.display import publish_display_data
 
-    results = [_one(i, source, ns) for i, source in enumerate(sources)]
+    with one_block():
+        results = [_one(i, source, ns) for i, source in enumerate(sources)]
     publish_display_data({MIME: {"nonce": nonce, "cells": results}})
 
 

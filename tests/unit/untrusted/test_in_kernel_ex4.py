@@ -30,6 +30,33 @@ def ex4_inputs():
     return params, Xb, Yb
 
 
+# ---------------------------------------------------------------- a block of hidden tests
+def test_a_block_of_hidden_tests_calls_manual_backward_once_and_judges_as_each_alone():
+    calls = []
+
+    def counted(**kwargs):
+        calls.append(1)
+        return manual_backward(**kwargs)
+
+    g = torch.Generator().manual_seed(3)
+    ns = {
+        spec.EX4_FUNCTION: counted,
+        "Xtr": torch.randint(0, 27, (500, 3), generator=g),
+        "Ytr": torch.randint(0, 27, (500,), generator=g),
+        "itos": {i: chr(96 + i) for i in range(27)},
+    }
+    alone = [in_kernel.grade(gradient.grade_id, ns) for gradient in EX4]
+    assert len(calls) == len(EX4) == 7 and alone == [1.0] * 7
+    calls.clear()
+    with in_kernel.one_block():
+        together = [in_kernel.grade(gradient.grade_id, ns) for gradient in EX4]
+        ns[spec.EX4_FUNCTION] = lambda **kwargs: counted(**kwargs)  # another function: called again
+        in_kernel.grade(EX4[0].grade_id, ns)
+    assert together == alone and len(calls) == 2
+    in_kernel.grade(EX4[0].grade_id, ns)  # a cell on its own, after the block: called afresh
+    assert len(calls) == 3
+
+
 # ---------------------------------------------------------------- run_ex4
 def test_run_ex4_with_a_correct_backward(ex4_inputs):
     run = in_kernel.run_ex4(manual_backward, *ex4_inputs)
