@@ -118,10 +118,11 @@ def _ex4_run(ns: dict) -> Ex4Run:
     fn = ns.get(spec.EX4_FUNCTION)
     if _block is None:
         return run_ex4(fn, *_check_inputs(ns))
-    key = (id(fn), id(ns.get("Xtr")), id(ns.get("Ytr")), id(ns.get("itos")))
+    held = (fn, ns.get("Xtr"), ns.get("Ytr"), ns.get("itos"))  # kept with the run: no id reused
+    key = tuple(map(id, held))
     if key not in _block:
-        _block[key] = run_ex4(fn, *_check_inputs(ns))
-    return _block[key]
+        _block[key] = (held, run_ex4(fn, *_check_inputs(ns)))
+    return _block[key][1]
 
 
 def _ex4_initial_loss(ns: dict) -> float:
