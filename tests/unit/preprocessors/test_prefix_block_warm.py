@@ -13,7 +13,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 from traitlets.config import Config
 
 from grader import confine
-from grader.confine import bwrap_works
+from grader.confine import bwrap_works, warm
 from grader.exercise import spec
 from grader.preprocessors.limited_execute import LimitedExecute
 
@@ -44,8 +44,11 @@ def _notebook():
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    """The kit's kernel spec and socket folders, as the course's nbgrader_config.py sets them."""
+    """The kit's kernel spec and socket folders, as the course's nbgrader_config.py sets them; this
+    process's warm server, none before and closed after (grader/confine/warm.py keeps one)."""
     env = pytest.MonkeyPatch()
+    env.setattr(warm, "_SERVER", None)
+    env.setattr(warm, "_REFUSED", None)
     here = os.path.join(os.path.dirname(confine.__file__), "jupyter")
     env.setenv("JUPYTER_PATH", os.pathsep.join([here, os.environ.get("JUPYTER_PATH", "")]))
     env.setenv("JUPYTER_RUNTIME_DIR", confine.prepare_runtime_dir())
@@ -55,6 +58,8 @@ def course(tmp_path_factory):
     nbformat.write(_notebook(), source / f"{spec.NOTEBOOK}.ipynb")
     (source / "names.txt").write_text("emma\nolivia\nava\n")
     yield root
+    if warm._SERVER:
+        warm._SERVER.close()
     env.undo()
 
 
