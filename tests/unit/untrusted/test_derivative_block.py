@@ -318,6 +318,21 @@ def test_the_op_list_is_torchs_own_registered_derivatives():
     assert {n for n in registered if "backward" in base_name(n)} <= set(ops)
 
 
+def test_each_operators_kernels_are_the_dispatchers_answers_operator_by_operator():
+    """install() asks the dispatcher for each key's operators, once a key: the same answers as
+    asking of each operator at each key (every key for the derivative operators it refuses, the
+    autograd keys for all it makes a fallthrough)."""
+    keys = derivative_block.AUTOGRAD_KEYS + derivative_block.KERNEL_KEYS
+    found = derivative_block._kernels_by_op(keys)
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    for name in derivative_block.derivative_ops():
+        assert found.get(name, set()) == {k for k in keys if has(name, k)}, name
+    for name in torch._C._dispatch_get_all_op_names():
+        autograd = {k for k in derivative_block.AUTOGRAD_KEYS if has(name, k)}
+        assert found.get(name, set()) & set(derivative_block.AUTOGRAD_KEYS) == autograd, name
+    assert sum(bool(v) for v in found.values()) > 2000  # CPU kernels and composites: not an empty list
+
+
 def test_no_forward_op_of_the_lecture_is_in_the_list():
     """Spelled as torch spells them (with overloads), so a miss is not a typo."""
     assert set(torch._C._dispatch_get_all_op_names()) >= LECTURE_FORWARD
