@@ -1,10 +1,11 @@
 """A warm kernel's first cells in one round trip. Its server has run the notebook's leading locked
 cells once and kept what each printed (grader/untrusted/kernel_prefix.py); a kernel replays the
 skippable ones instead of running them. Sent one by one, each still cost a round trip (about 7 ms
-of message handling, 4 in ipykernel, 3 in nbclient, for a cell that only prints): 7 of a
-Backprop Ninja kernel's 25 (the first, with a magic, and the last, whose value it shows, run). LimitedExecute sends them as one cell that IPython does not count
-(store_history=False), `Prefix.take`, which stores each cell in the history under its own count,
-and gives each its own printed text back as a test block's cells are given theirs (test_blocks.py).
+of message handling, 4 in ipykernel, 3 in nbclient, for a cell that only prints): 7 of a Backprop
+Ninja kernel's 25 (the first, with a magic, and the last, whose value it shows, really run).
+LimitedExecute sends them as one cell that IPython does not count (store_history=False),
+`Prefix.take`, which stores each cell in the history under its own count, and gives each its own
+printed text back as a test block's cells are given theirs (test_blocks.py).
 Each cell gets the count it would have had run alone: the notebook is a cold kernel's, counts,
 outputs and `In` alike. Where the answer does not come back whole, each cell is sent on its own.
 """
