@@ -199,11 +199,7 @@ class LimitedExecute(Execute):
         others' kept for their turn; None where the answer did not come back whole."""
         members = self._blocks.pop(index)
         block, nonce = test_blocks.block_cell([self.nb.cells[i].source for i in members])
-        original = self.nb.cells[index]
-        try:
-            block, _ = self._execute(block, resources, index, cells=len(members))
-        finally:
-            self.nb.cells[index] = original  # nbclient puts the cell it ran in the notebook
+        block = self._in_place(block, resources, index, len(members))
         outputs = test_blocks.split(block.outputs, nonce, len(members), block.execution_count)
         if outputs is None:
             return None
@@ -216,16 +212,20 @@ class LimitedExecute(Execute):
         turn; None where the answer did not come back whole (each then runs on its own)."""
         (first, members), self._prefix = self._prefix, (0, [])
         block, nonce = prefix_block.block_cell(first, len(members))
-        original = self.nb.cells[index]
-        try:
-            block, _ = self._execute(block, resources, index, cells=len(members), counted=False)
-        finally:
-            self.nb.cells[index] = original
+        block = self._in_place(block, resources, index, len(members), counted=False)
         each = prefix_block.split(block.outputs, nonce, len(members), block.get("execution_count"))
         if each is None:
             return None
         self._given.update(zip(members[1:], each[1:]))
         return each[0]
+
+    def _in_place(self, block: NotebookNode, resources: ResourcesDict, index: int, cells: int, **kw):
+        """`block` run where the cell at `index` stands, for `cells` cells' time; the notebook as it was."""
+        original = self.nb.cells[index]
+        try:
+            return self._execute(block, resources, index, cells=cells, **kw)[0]
+        finally:
+            self.nb.cells[index] = original  # nbclient puts the cell it ran in the notebook
 
     def _execute(
         self, cell: NotebookNode, resources: ResourcesDict, index: int, cells: int = 1, counted: bool = True

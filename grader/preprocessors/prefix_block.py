@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import secrets
 
-from nbformat.notebooknode import NotebookNode, from_dict
+from nbformat.notebooknode import NotebookNode
 
 from ..untrusted.protocol import PREFIX_MODULE, PREFIX_TAKE
 from . import test_blocks
@@ -40,10 +40,7 @@ def block_cell(first: int, count: int) -> tuple[NotebookNode, str]:
     """The one cell that takes them, and the nonce its answer carries."""
     nonce = secrets.token_hex(8)
     source = PREFIX_TAKE.format(module=PREFIX_MODULE, nonce=nonce, first=first, count=count)
-    cell = from_dict(
-        {"cell_type": "code", "source": source, "metadata": {}, "outputs": [], "execution_count": None}
-    )
-    return cell, nonce
+    return test_blocks.code_cell(source), nonce
 
 
 def split(outputs: list, nonce: str, count: int, base) -> list[tuple[list, int]] | None:

@@ -53,10 +53,14 @@ def block_cell(sources: list[str]) -> tuple[NotebookNode, str]:
     call = (
         f"__import__('grader.untrusted.test_cells', fromlist=['run']).run({nonce!r}, {sources!r}, globals())"
     )
-    cell = from_dict(
-        {"cell_type": "code", "source": call, "metadata": {}, "outputs": [], "execution_count": None}
+    return code_cell(call), nonce
+
+
+def code_cell(source: str) -> NotebookNode:
+    """A code cell the grader sends in place of the notebook's (this block's, prefix_block.py's)."""
+    return from_dict(
+        {"cell_type": "code", "source": source, "metadata": {}, "outputs": [], "execution_count": None}
     )
-    return cell, nonce
 
 
 def split(outputs: list, nonce: str, n: int, execution_count) -> list[list] | None:

@@ -109,7 +109,7 @@ def install() -> None:
             if name in derivative:
                 _register_refusal(libraries[ns], name, op, kernels.get(name, set()))
             else:
-                _register_fallthrough(libraries[ns], name, op, kernels.get(name, set()))
+                _register_fallthrough(libraries[ns], op, kernels.get(name, set()))
     _HANDLES.extend(libraries.values())
     _neutralise_helpers()
     _ready_for_runs()
@@ -140,7 +140,7 @@ def _kernels_by_op(keys: tuple[str, ...]) -> dict[str, set[str]]:
     return found
 
 
-def _register_fallthrough(library, name: str, op: str, kernels: set[str]) -> None:
+def _register_fallthrough(library, op: str, kernels: set[str]) -> None:
     library.impl(op, "Autograd", fallthrough_kernel, False)
     for key in AUTOGRAD_KEYS:  # a kernel registered for one backend's key wins over the alias
         if key in kernels:
