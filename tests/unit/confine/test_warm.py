@@ -106,6 +106,25 @@ def test_a_warm_kernel_looks_like_a_cold_one_from_inside(server, stage):
     assert seen["path0"] == str(cwd)
 
 
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+@pytest.mark.skipif(
+    not THP.exists() or "[never]" in THP.read_text(), reason="this kernel gives no transparent huge pages"
+)
+def test_a_warm_kernels_heap_is_on_huge_pages(server, stage):
+    """Where THP is given on request ("madvise", as here) the sandbox asks for it (bwrap.py's
+    GLIBC_TUNABLES, and the THP settings glibc reads first): the zygote's heap, torch's, and so a
+    forked kernel's, is on huge pages, which each fork copies and tears down in a few entries."""
+    k = Kernel(server, stage / "ann" / "backprop_ninja")
+    try:
+        rollup = k.run("_result = open('/proc/self/smaps_rollup').read()")
+    finally:
+        k.stop()
+    huge_kb = int(rollup.split("AnonHugePages:")[1].split()[0])
+    assert huge_kb >= 2048, rollup
+
+
 def test_nothing_of_one_kernel_reaches_the_next(server, stage):
     first = Kernel(server, stage / "ann" / "backprop_ninja")
     try:
