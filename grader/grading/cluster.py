@@ -47,9 +47,11 @@ def chunks(students: list[str], workers: int) -> list[list[str]]:
     return out
 
 
-def assignment_of(exercise: GradedExercise) -> remote.Assignment:
-    """What a worker needs to know of the exercise: names only (its definition is in the files)."""
-    return remote.Assignment(exercise.assignment, exercise.notebook, exercise.records(Path()).name)
+def assignment_of(exercise: GradedExercise, course: Path) -> remote.Assignment:
+    """What a worker needs to know of the exercise: names only (its definition is in the files),
+    and where the course keeps its reports."""
+    reports = str(report_dir(course).relative_to(course))
+    return remote.Assignment(exercise.assignment, exercise.notebook, exercise.records(Path()).name, reports)
 
 
 def grade(
@@ -88,7 +90,7 @@ def _round(
     """One round of tasks; the students staged, and those not."""
     from distributed import as_completed
 
-    assignment, back, failed = assignment_of(exercise), [], []
+    assignment, back, failed = assignment_of(exercise, course), [], []
     futures = {
         client.submit(
             remote.grade_submissions,

@@ -20,18 +20,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exercise import spec
-from ..settings import GRADEBOOK_LOCK_SECONDS, report_dir
+from ..settings import GRADEBOOK_LOCK_SECONDS, REPORT_DIR
 from .bundles import pack, unpack
 from .resident import Resident
 
 
 @dataclass(frozen=True)
 class Assignment:
-    """The assignment a task grades: its name, its notebook, its judge's records folder."""
+    """The assignment a task grades: its name, its notebook, its judge's records folder, and the
+    course's reports folder (relative to the course): the coordinator reads the configuration,
+    so the worker process never loads it (it imports nbgrader: about 3 CPU-s a worker process)."""
 
     name: str = spec.ASSIGNMENT
     notebook: str = spec.NOTEBOOK
     records: str = "replay"
+    reports: str = REPORT_DIR
 
 
 PREFIX, OWNER = "bn-remote-course-", ".owner-pid"  # a worker process's copy of a course, and whose
@@ -55,10 +58,10 @@ def grade_submissions(
             _, said = _residents[course].run(
                 "autograde", assignment.name, "--force", _db(course), *nbgrader_args
             )
-            log = report_dir(course) / "remote.log"  # this task's part of what nbgrader logged
+            log = course / assignment.reports / "remote.log"  # this task's part of what nbgrader logged
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(said[-200_000:])
-            paths = [p for s in students for p in result_paths(course, s, assignment.records)]
+            paths = [p for s in students for p in result_paths(s, assignment)]
             return pack(course, sorted(set(paths)))
         finally:
             for student in students:
@@ -66,8 +69,8 @@ def grade_submissions(
                     shutil.rmtree(path, ignore_errors=True)
 
 
-def result_paths(course: Path, student: str, records: str) -> list[str]:
-    reports = report_dir(course).relative_to(course)
+def result_paths(student: str, assignment: Assignment) -> list[str]:
+    reports, records = assignment.reports, assignment.records
     return [f"autograded/{student}", f"{reports}/{records}/{student}.json", f"{reports}/remote.log"]
 
 

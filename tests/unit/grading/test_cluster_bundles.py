@@ -18,6 +18,7 @@ from grader.grading import cluster, recorder, remote
 from grader.grading.bundles import pack, unpack
 from grader.preprocessors.use_remote_result import UseRemoteResult, staged_notebook
 
+from conftest import ROOT
 from tiny_exercise import TINY
 
 
@@ -85,9 +86,9 @@ def test_a_written_exercise_travels_with_its_own_names(tmp_path):
         assert "source/tiny/tiny.ipynb" in tar.getnames()
     with tarfile.open(fileobj=io.BytesIO(cluster.submission_files(tmp_path, ["alice"], written))) as tar:
         assert "submitted/alice/tiny/tiny.ipynb" in tar.getnames()
-    assignment = cluster.assignment_of(written)
+    assignment = cluster.assignment_of(written, tmp_path)
     assert assignment == remote.Assignment("tiny", "tiny", "replay-tiny")
-    assert cluster.assignment_of(spec.NINJA) == remote.Assignment()  # the kit's own: replay/
+    assert cluster.assignment_of(spec.NINJA, tmp_path) == remote.Assignment()  # the kit's own: replay/
     worker = tmp_path / "worker"
     (worker / "autograded" / "alice" / "tiny").mkdir(parents=True)
     nbformat.write(new_notebook(), worker / "autograded" / "alice" / "tiny" / "tiny.ipynb")
@@ -95,12 +96,43 @@ def test_a_written_exercise_travels_with_its_own_names(tmp_path):
     (worker / "reports" / "replay-tiny" / "alice.json").write_text('{"student": "alice"}')
     course = tmp_path / "course"
     course.mkdir()
-    back = pack(worker, remote.result_paths(worker, "alice", "replay-tiny"))
+    back = pack(worker, remote.result_paths("alice", assignment))
     problems = cluster._stage(course, ["alice", "bob"], back, assignment)  # bob's did not come back
     assert list(problems) == ["bob"] and "the worker's nbgrader did not grade it" in problems["bob"]
     assert (course / "reports" / "replay-tiny" / "alice.json").read_text() == '{"student": "alice"}'
     assert staged_notebook(course, "alice", "tiny").is_file()
     assert not (course / "reports" / "replay").exists()
+
+
+def test_a_worker_task_never_loads_the_course_configuration(tmp_path, monkeypatch):
+    """The course's reports folder travels with the task (assignment_of reads it on the
+    coordinator): the worker process grades, writes its log and packs its results without
+    loading nbgrader_config.py, which imports nbgrader (about 3 CPU-s a worker process)."""
+    (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.ReplayGrades.report_dir = 'records'\n")
+    assignment = cluster.assignment_of(spec.NINJA, tmp_path)
+    assert assignment.reports == "records"
+    worker = tmp_path / "worker"
+
+    class Resident:  # the worker's nbgrader: it grades alice (a notebook and a record)
+        def run(self, *args):
+            nb = worker / "autograded" / "alice" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb"
+            nb.parent.mkdir(parents=True)
+            nb.write_text("{}")
+            (worker / "records" / "replay").mkdir(parents=True)
+            (worker / "records" / "replay" / "alice.json").write_text("{}")
+            return 0, "graded alice"
+
+    def no_config(course):
+        raise AssertionError(f"the worker loaded {course}'s configuration")
+
+    monkeypatch.setattr(remote, "_prepared", lambda common, name: worker)
+    monkeypatch.setitem(remote._residents, worker, Resident())
+    monkeypatch.setattr("grader.settings.course_config", no_config)
+    back = remote.grade_submissions(b"", pack(tmp_path, []), ["alice"], [], assignment)
+    with tarfile.open(fileobj=io.BytesIO(back)) as tar:
+        names = set(tar.getnames())
+    assert {"records/replay/alice.json", "records/remote.log"} <= names, names
+    assert any(n.startswith("autograded/alice/") for n in names), names
 
 
 @pytest.mark.parametrize(
@@ -137,6 +169,18 @@ def test_the_finishing_pass_records_the_workers_notebook(tmp_path):
 def test_the_finishing_pass_only_records():
     assert any("UseRemoteResult" in a for a in recorder.FINISH)
     assert all("Execute" not in a and "ReplayGrades" not in a for a in recorder.FINISH)
+
+
+def test_the_finishing_pass_records_with_the_configurations_own_steps():
+    """Each step that writes grades is the one nbgrader_config.py names (the kit's
+    CheckCellMetadata, not nbgrader's, which checks its schema at every cell)."""
+    text = (ROOT / "nbgrader_config.py").read_text()
+    configured = text.split("c.Autograde.autograde_preprocessors = [")[1].split("]")[0]
+    steps = [a.split("=", 1)[1] for a in recorder.FINISH if "autograde_preprocessors" in a]
+    assert len(steps) == 3
+    for step in steps:
+        module, name = step.rsplit(".", 1)
+        assert (f'KIT + "{name}"' if module == "grader.preprocessors" else f"    {name},") in configured, step
 
 
 def test_a_submission_a_task_did_not_bring_back_is_tried_once_more_alone(tmp_path, monkeypatch):
