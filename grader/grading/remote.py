@@ -70,8 +70,11 @@ def grade_submissions(
 
 
 def result_paths(student: str, assignment: Assignment) -> list[str]:
+    """The autograded notebook (the coordinator records nothing else of the folder: not the
+    submission's files, which it has), the judge's record, the task's log."""
     reports, records = assignment.reports, assignment.records
-    return [f"autograded/{student}", f"{reports}/{records}/{student}.json", f"{reports}/remote.log"]
+    notebook = f"autograded/{student}/{assignment.name}/{assignment.notebook}.ipynb"
+    return [notebook, f"{reports}/{records}/{student}.json", f"{reports}/remote.log"]
 
 
 def _prepared(common: bytes, assignment: str) -> Path:
