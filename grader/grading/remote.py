@@ -29,7 +29,7 @@ from .resident import Resident
 class Assignment:
     """The assignment a task grades: its name, its notebook, its judge's records folder, and the
     course's reports folder (relative to the course): the coordinator reads the configuration,
-    so the worker process never loads it (it imports nbgrader: about 3 CPU-s a worker process)."""
+    so the worker process never loads it (it imports nbgrader: about 2 CPU-s a worker process)."""
 
     name: str = spec.ASSIGNMENT
     notebook: str = spec.NOTEBOOK

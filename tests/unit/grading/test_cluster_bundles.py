@@ -107,7 +107,7 @@ def test_a_written_exercise_travels_with_its_own_names(tmp_path):
 def test_a_worker_task_never_loads_the_course_configuration(tmp_path, monkeypatch):
     """The course's reports folder travels with the task (assignment_of reads it on the
     coordinator): the worker process grades, writes its log and packs its results without
-    loading nbgrader_config.py, which imports nbgrader (about 3 CPU-s a worker process)."""
+    loading nbgrader_config.py, which imports nbgrader (about 2 CPU-s a worker process)."""
     (tmp_path / "nbgrader_config.py").write_text("c = get_config()\nc.ReplayGrades.report_dir = 'records'\n")
     assignment = cluster.assignment_of(spec.NINJA, tmp_path)
     assert assignment.reports == "records"
