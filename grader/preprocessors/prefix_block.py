@@ -16,7 +16,7 @@ import secrets
 
 from nbformat.notebooknode import NotebookNode
 
-from ..untrusted.protocol import PREFIX_MODULE, PREFIX_TAKE
+from ..untrusted.protocol import PREFIX_TAKE
 from . import test_blocks
 
 
@@ -39,7 +39,7 @@ def members(cells: list[NotebookNode], prefix: list[str], skippable) -> tuple[in
 def block_cell(first: int, count: int) -> tuple[NotebookNode, str]:
     """The one cell that takes them, and the nonce its answer carries."""
     nonce = secrets.token_hex(8)
-    source = PREFIX_TAKE.format(module=PREFIX_MODULE, nonce=nonce, first=first, count=count)
+    source = PREFIX_TAKE.format(nonce=nonce, first=first, count=count)
     return test_blocks.code_cell(source), nonce
 
 

@@ -27,6 +27,7 @@ import torch
 
 from ..exercise.cells import strip_magics
 from .protocol import PREFIX_MODULE as MODULE  # how the replaced cells reach this module in the kernel
+from .protocol import PREFIX_TAKE_CALL as TAKE
 from .protocol import TEST_CELLS_MIME
 
 # What each kernel imported for itself after the fork: IPKernelApp.initialize (the debugger, pdb,
@@ -218,9 +219,6 @@ class Prefix:
             user_ns[name] = value
         random.setstate(self.random_state)
         torch.set_rng_state(self.torch_state)
-
-
-TAKE = f"__import__({MODULE!r}).take("
 
 
 def _rehomed(f: types.FunctionType, globals_: dict) -> types.FunctionType:

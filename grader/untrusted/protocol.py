@@ -239,7 +239,8 @@ TEST_CELLS_MIME = "application/vnd.backprop-ninja.test-cells+json"  # a block's 
 # How a warm kernel's cells reach its server's first cells (kernel_prefix.py), and the call that
 # takes the skippable ones in one round trip (grader/preprocessors/prefix_block.py)
 PREFIX_MODULE = "_backprop_ninja_prefix"
-PREFIX_TAKE = "__import__({module!r}).take({nonce!r}, {first}, {count})"
+PREFIX_TAKE_CALL = f"__import__({PREFIX_MODULE!r}).take("  # how the kernel knows the cell for take's
+PREFIX_TAKE = PREFIX_TAKE_CALL + "{nonce!r}, {first}, {count})"
 SUBMISSION_INSIDE = "/run/submission"  # the read-only copy a kernel's folder is filled from
 IPC_INSIDE = "/run/kernel-ipc"  # the warm server's socket folder, in its second place
 KERNEL_CONNECTION_FILE = ".kernel-connection.json"  # in the kernel's folder, inside

@@ -90,7 +90,7 @@ def _take(shell, first: int, count: int) -> tuple:
     the run's result and what it published."""
     said = []
     shell.display_pub.publish = lambda data, *a, **k: said.append(data)
-    source = PREFIX_TAKE.format(module=MODULE, nonce="n1", first=first, count=count)
+    source = PREFIX_TAKE.format(nonce="n1", first=first, count=count)
     return shell.run_cell(source, store_history=False), said
 
 
