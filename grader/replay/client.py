@@ -125,12 +125,14 @@ class ReplayServer:
         autograd: str = BLOCK,
         statement_seconds: float | None = None,
         group: bool = False,
+        train: bool = True,
     ) -> tuple[str, bytes | None, float | None, float | None]:
         """(status, the run's result frame or None, the run's CPU seconds as the kernel counted
         them, the pace around the run as the server timed it (grader/exercise/pace.py)).
         `autograd`: one of the protocol's GUARD_MODES (grader/untrusted/autograd_guard.py);
         `statement_seconds`: this run's, if not the plan's; `group`: the run may go to the
-        submission's run group (grader/untrusted/run_group.py), with the runs before it."""
+        submission's run group (grader/untrusted/run_group.py), with the runs before it; `train`:
+        exercise 4's training loop too."""
         if self.proc is not None and (self.proc.poll() is not None or self._stray_bytes()):
             self.close()  # died, or said something nobody asked for
         if self.proc is None:
@@ -145,6 +147,7 @@ class ReplayServer:
                 "autograd": autograd,
                 "statement_seconds": statement_seconds,
                 "group": group,
+                "train": train,
             }
             self._send(request)
             return self._answer(nonce, time.monotonic() + timeout + ANSWER_SLACK_SECONDS)

@@ -98,7 +98,12 @@ class _Runs:
         self.timeout = self.settings.run_timeout
 
     def one(
-        self, run: str, autograd: str, statement_seconds: float | None = None, group: bool = False
+        self,
+        run: str,
+        autograd: str,
+        statement_seconds: float | None = None,
+        group: bool = False,
+        train: bool = True,
     ) -> RunResult:
         total = self.settings.total_timeout
         if time.perf_counter() - self.t0 > total:
@@ -112,6 +117,7 @@ class _Runs:
             autograd=autograd,
             statement_seconds=statement_seconds,
             group=group,
+            train=train,
         )
         if status.startswith(STATUS_TIMED_OUT):
             self.timeout = min(self.timeout, 5.0)  # a looping answer loops in every run: cap the rest
@@ -136,6 +142,7 @@ def run_replay(
     again: Callable[[RunResult], bool] = lambda run: False,
     settled: Callable[[str, dict[str, RunResult]], str | None] = lambda run, made: None,
     explains: Callable[[RunResult], bool] = lambda main: True,
+    trains_watched: Callable[[RunResult], bool] = lambda main: True,
     launcher: Launcher = launch_sandboxed,
 ) -> ReplayOutput:
     """In the sandbox unless `launcher` says otherwise (client.launch_plain: tests only). The
@@ -147,7 +154,8 @@ def run_replay(
     and its second result is the one kept. A run that `settled` names an earlier made run for
     (verdicts/settled.py) is not made: that run's values stand for it (RunResult.by). The watched
     run is made only where `explains` says it could explain something of the blocked notebook's
-    (verdicts/outcomes.wrong_when_blocked)."""
+    (verdicts/outcomes.wrong_when_blocked), and trains (exercise 4's loop) only where
+    `trains_watched` says its training could (verdicts/outcomes.watch_training)."""
     mode = BLOCK if settings.autograd_policy == "zero" else OPEN
     work = Path(tempfile.mkdtemp(prefix="replay-", dir=exchange_root()))
     try:
@@ -168,8 +176,10 @@ def run_replay(
         # statement limit: torch.func's first use imports torch._dynamo, seconds);
         # "flag": graded as if autograd were allowed, and always a blocked run to compare with
         if mode == BLOCK:
-            reached = runs[AS_SUBMITTED].meta.get("autograd") and explains(runs[AS_SUBMITTED])
-            counterpart = r.one(AS_SUBMITTED, WATCH, 3 * settings.statement_seconds) if reached else None
+            main = runs[AS_SUBMITTED]
+            reached = main.meta.get("autograd") and explains(main)
+            seconds = 3 * settings.statement_seconds
+            counterpart = r.one(AS_SUBMITTED, WATCH, seconds, train=trains_watched(main)) if reached else None
         else:
             counterpart = r.one(AS_SUBMITTED, BLOCK)
         (work / INJECT_FILE).unlink(missing_ok=True)

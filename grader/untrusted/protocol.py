@@ -171,6 +171,8 @@ class RunRequest(TypedDict):
     autograd: str  # one of GUARD_MODES (anything else: BLOCK)
     statement_seconds: float | None  # this run's, if not the plan's
     group: bool  # may go to the submission's run group (run_group.py): a blocked run after the first
+    train: bool  # exercise 4's training loop too (absent: True); a watched run that could change
+    # nothing with it skips it (grader/verdicts/outcomes.py's watch_training)
 
 
 # ------------------------------------------------------------ run -> judge

@@ -78,12 +78,15 @@ def replay_run(
     warm: tuple[list, dict] | None = None,
     autograd: str = BLOCK,
     statement_seconds: float | None = None,
+    trains: bool = True,
 ) -> None:
     """One run of one submission, in this (freshly forked, isolated) process: the setup cells
     from where the warm server left off, then the run, autograd blocked or watched
-    (autograd_guard.py). Results go to `channel`."""
+    (autograd_guard.py), exercise 4's training loop where `trains`. Results go to `channel`."""
     ns, start = warm_start(plan, warm)
-    run_guarded(Runner(plan, inputs), ns, run, channel, autograd, statement_seconds, setup_from=start)
+    runner = Runner(plan, inputs)
+    runner.trains = trains
+    run_guarded(runner, ns, run, channel, autograd, statement_seconds, setup_from=start)
 
 
 def warm_start(plan: ReplayPlan, warm: tuple[list, dict] | None) -> tuple[dict, int]:
@@ -139,6 +142,10 @@ def become_the_run(channel: int) -> None:
 
 def request_mode(req: RunRequest) -> str:
     return req["autograd"] if req.get("autograd") in GUARD_MODES else BLOCK
+
+
+def request_trains(req: RunRequest) -> bool:
+    return req.get("train") is not False
 
 
 def request_seconds(req: RunRequest) -> float | None:
@@ -204,7 +211,8 @@ def one_run(req: RunRequest, warm) -> tuple[str, bytes | None, float | None]:
 
             def body(plan, inputs):
                 become_the_run(results_w)
-                replay_run(plan, inputs, req["run"], results_w, warm, request_mode(req), request_seconds(req))
+                mode, seconds = request_mode(req), request_seconds(req)
+                replay_run(plan, inputs, req["run"], results_w, warm, mode, seconds, request_trains(req))
 
             load = lambda work: read_run_inputs(work, req["run"])  # noqa: E731
             code = isolated_child(req, {results_w}, pid_w, load, body)

@@ -111,6 +111,7 @@ def judge_submission(
         again=again,
         settled=StandIns(fresh, exercise).settled_by,
         explains=lambda main: outcomes.wrong_when_blocked(main, fresh, exercise),
+        trains_watched=lambda main: outcomes.watch_training(main, fresh, exercise),
         launcher=launcher,
     )
     try:

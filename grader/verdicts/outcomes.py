@@ -149,6 +149,13 @@ def wrong_when_blocked(main: RunResult, fresh: FreshInputs, exercise: GradedExer
     return _trained(main, fresh, exercise) is False
 
 
+def watch_training(main: RunResult, fresh: FreshInputs, exercise: GradedExercise = spec.NINJA) -> bool:
+    """Whether the watched run trains too (exercise 4's loop, 100 steps of the student's backward):
+    only where the blocked run lost the training point. Elsewhere autograd made nothing of it
+    (autograd.made_by_autograd), whatever the watched run's training would show."""
+    return _trained(main, fresh, exercise) is False
+
+
 def _trained(run: RunResult | None, fresh: FreshInputs, exercise: GradedExercise) -> bool | None:
     if run is None or exercise.training is None:
         return None

@@ -39,7 +39,7 @@ def training_verdict(
             check.grade_id, 0.0, check.points, [problem or "training produced no parameters"], hint=problem
         )
     try:
-        final = fresh.evaluate(params)
+        final = fresh.held_out_loss(params)
     except Exception as e:  # results.py admits the exact shapes only: not expected
         return Verdict(check.grade_id, 0.0, check.points, [f"the trained parameters are unusable: {e}"])
     ref, ninja = fresh.reference_train_loss, math.isfinite(fresh.context_free_loss)

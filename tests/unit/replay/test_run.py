@@ -19,11 +19,14 @@ class ScriptedServer:
     """Answers each run with the next of its CPU costs for ex1_solution, at a pace of its own."""
 
     def __init__(self, costs: dict[str, list[float]], events: list | None = None):
-        self.costs, self.calls, self.grouped, self.modes = costs, [], [], []
+        self.costs, self.calls, self.grouped, self.modes, self.trains = costs, [], [], [], []
         self.events = events or []  # where each run reached for autograd
 
-    def replay(self, workdir, *, run, data, timeout, autograd, statement_seconds=None, group=False):
+    def replay(
+        self, workdir, *, run, data, timeout, autograd, statement_seconds=None, group=False, train=True
+    ):
         self.calls.append(run)
+        self.trains.append(train)
         self.grouped.append(group)
         self.modes.append(autograd)
         cost = self.costs[run].pop(0)
@@ -31,7 +34,9 @@ class ScriptedServer:
         return STATUS_OK, frame(meta), cost + 0.1, cost / 1000
 
 
-def _replay(monkeypatch, fresh, names_txt, costs, then_runs=(), events=None, explains=lambda main: True):
+def _replay(
+    monkeypatch, fresh, names_txt, costs, then_runs=(), events=None, explains=lambda main: True, trains=None
+):
     server = ScriptedServer(costs, events)
     monkeypatch.setattr(run_mod, "server_for", lambda prefix, launcher: server)
     out = run_mod.run_replay(
@@ -43,8 +48,9 @@ def _replay(monkeypatch, fresh, names_txt, costs, then_runs=(), events=None, exp
         then=lambda main: list(then_runs),
         again=lambda run: run.meta["cpu"]["ex1_solution"] > 1.0,
         explains=explains,
+        **({"trains_watched": trains} if trains else {}),
     )
-    _replay.grouped, _replay.modes = server.grouped, server.modes
+    _replay.grouped, _replay.modes, _replay.trains = server.grouped, server.modes, server.trains
     return out, server.calls
 
 
@@ -80,6 +86,16 @@ def test_a_notebook_that_reached_for_autograd_runs_watched_where_that_can_explai
     out, calls = _replay(monkeypatch, fresh, names_txt, costs, events=[CALL], explains=explains)
     assert calls == [AS_SUBMITTED, AS_SUBMITTED] and _replay.modes[1] == WATCH
     assert out.counterpart is not None and seen == [[CALL]]  # asked of the blocked run
+
+
+def test_a_watched_run_trains_where_the_judge_says_its_training_could_explain(monkeypatch, fresh, names_txt):
+    for says in (True, False):
+        seen: list = []
+        trains = lambda main, seen=seen, says=says: seen.append(main.meta["autograd"]) or says  # noqa: E731
+        costs = {AS_SUBMITTED: [0.2, 0.2]}
+        _, calls = _replay(monkeypatch, fresh, names_txt, costs, events=[CALL], trains=trains)
+        assert calls == [AS_SUBMITTED, AS_SUBMITTED] and _replay.modes[1] == WATCH
+        assert _replay.trains == [True, says] and seen == [[CALL]]  # the blocked run's, asked once
 
 
 def test_a_watched_run_that_could_explain_nothing_is_not_made(monkeypatch, fresh, names_txt):

@@ -118,3 +118,22 @@ def test_evidence_names_each_route_once_with_its_lines():
     run = RunResult("ok", {"autograd": [CALL, dict(CALL, line=14), dict(CALL, what="Tensor.backward")]})
     said = evidence([run, run], ("call",))
     assert said == "torch.autograd.grad (ex1_solution, lines 12, 14); Tensor.backward (ex1_solution, line 12)"
+
+
+def test_a_watched_run_trains_only_where_the_blocked_one_lost_the_training_point(fresh):
+    """Its training can explain the training point only: where the blocked run kept it, autograd
+    made nothing of it, and grades and flags are the same without the watched run's training."""
+    main = _with_ex3(honest_runs(fresh)["main"], fresh)
+    trained = [k for k in main.tensors if k.startswith(f"{TRAINED}/")]
+    assert outcomes.watch_training(_without(main, KEY), fresh) is False
+    assert outcomes.watch_training(_without(main, *trained), fresh) is True
+    runs = honest_runs(fresh)
+    runs["main"] = _with_ex3(_without(runs["main"], KEY, events=[CALL]), fresh)
+    watched = _without(_with_ex3(honest_runs(fresh)["main"], fresh), events=[CALL])
+    untrained = _without(watched, *trained)
+    with_it = _graded(fresh, ReplayOutput(dict(runs), 1.0, mode=BLOCK, counterpart=watched), "zero")
+    without = _graded(fresh, ReplayOutput(dict(runs), 1.0, mode=BLOCK, counterpart=untrained), "zero")
+    assert {k: (v.score, v.hint, v.lines) for k, v in with_it[0].items()} == {
+        k: (v.score, v.hint, v.lines) for k, v in without[0].items()
+    }
+    assert with_it[1] == without[1] and [f.grade_ids for f in without[1]] == [["ex1_dW1"]]

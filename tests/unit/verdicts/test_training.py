@@ -96,3 +96,21 @@ def test_learning_far_less_than_the_kit_or_nan_gets_no_point(fresh):
         encode_frame({"train_error": "training raised ValueError: no"}, tensors), "ok", expected_shapes(fresh)
     )
     assert training_verdict(r, fresh, None).lines == ["training raised ValueError: no"]
+
+
+def test_a_runs_held_out_loss_is_computed_once(fresh):
+    """The judge asks a run's training verdict up to three times; its held-out loss (4,000
+    examples through the net) is computed once a set of tensors, and anew for other tensors."""
+    fresh = dataclasses.replace(fresh)  # a cache of its own
+    calls = []
+    evaluate = fresh.evaluate
+    fresh.evaluate = lambda params: calls.append(params) or evaluate(params)
+    r = parse_frame(
+        encode_frame({"values": {}}, trained(fresh, manual_backward)), "ok", expected_shapes(fresh)
+    )
+    first, again = training_verdict(r, fresh, None), training_verdict(r, fresh, None)
+    assert first == again and len(calls) == 1
+    other = parse_frame(
+        encode_frame({"values": {}}, trained(fresh, manual_backward)), "ok", expected_shapes(fresh)
+    )
+    assert training_verdict(other, fresh, None) == first and len(calls) == 2
