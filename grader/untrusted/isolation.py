@@ -228,10 +228,42 @@ def private_scratch(
             mount_tmpfs(target, tmp_mb, noexec=noexec)
     if more_mounts:
         more_mounts()
-    # a /proc of its own namespace, where the kernel allows it (not under bubblewrap's /proc,
-    # whose covered subfolders make Linux refuse a new one): the server's PID is not listed
-    _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    if own_proc is not False:  # a /proc of its own namespace: the server's PID is not listed
+        _mount_proc()
     drop_capabilities()
+
+
+own_proc: bool | None = None  # may a run mount a /proc of its own? None: try (probe_own_proc)
+
+
+def _mount_proc() -> bool:
+    return _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) == 0
+
+
+def probe_own_proc() -> bool:
+    """Once, in a warm server before its first fork: whether a run's namespaces may mount a /proc
+    of their own. Under bubblewrap's /proc, whose covered subfolders make Linux refuse a new one,
+    they never may, and each refusal is a line in the kernel's log ("Mount too revealing"): one
+    for the server instead of one for every run and kernel of a class."""
+    global own_proc
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            new_namespaces()
+            child = os.fork()
+            if child == 0:
+                mounted = False
+                try:
+                    private_mounts()
+                    mounted = _mount_proc()
+                finally:
+                    real_exit(0 if mounted else 1)
+            code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+        finally:
+            real_exit(code)
+    own_proc = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    return own_proc
 
 
 def drop_capabilities() -> None:

@@ -16,7 +16,7 @@ import sys
 import torch
 
 from ..exercise import pace
-from . import derivative_block, isolation, kit_view, preload
+from . import derivative_block, huge_pages, isolation, kit_view, preload
 from .pinning import pinned
 from .protocol import AnswerHeader, RunRequest, ServerHello
 from .run_group import RunGroups, groupable
@@ -53,6 +53,8 @@ def serve() -> int:
     derivative_block.install()  # torch's derivative code off for every run forked from here
     pace.seconds()  # its first timings are a cold start's
     collector.started()  # start-up's objects never collected in a run: no pause, no copy-on-write
+    isolation.probe_own_proc()  # a run mounts a /proc of its own only where Linux allows it
+    huge_pages.collapse()  # fewer page-table entries for each run's fork to copy
     proto.write((json.dumps({"ready": True, "errors": runner.errors}) + "\n").encode())
     groups = RunGroups(warm)
     for line in sys.stdin:

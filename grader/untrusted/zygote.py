@@ -272,6 +272,7 @@ def serve() -> int:
     prefix.run()
     os.chdir("/")
     collector.started()  # start-up's objects never collected in a kernel: no copy-on-write of their pages
+    isolation.probe_own_proc()  # a kernel mounts a /proc of its own only where Linux allows it
     # fork needs a single-threaded parent: the host refuses a server that says otherwise
     skippable = prefix.skippable if prefix.sources else []  # which first cells a kernel need not run
     say(ready=True, threads=len(os.listdir("/proc/self/task")), skippable=skippable)

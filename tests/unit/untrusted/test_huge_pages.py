@@ -1,0 +1,128 @@
+"""grader/untrusted/huge_pages.py: a warm replay server's anonymous memory on huge pages, so that
+each run's fork copies (and its end tears down) a few entries where it was thousands."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.confine import bwrap_works
+from grader.exercise import spec
+from grader.replay.client import ReplayServer, launch_sandboxed
+from grader.replay.plan import replay_cells, warm_prefix
+from grader.settings import JudgeSettings
+
+from conftest import JUDGE_SEED, ROOT
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+no_thp = pytest.mark.skipif(
+    not THP.exists() or "[never]" in THP.read_text() or os.uname().release.split(".")[:2] < ["6", "1"],
+    reason="no transparent huge pages, or a kernel before MADV_COLLAPSE (Linux 6.1)",
+)
+
+
+def _huge_kb(start: int) -> int:
+    """kB on huge pages of the mapping that holds `start` (smaps)."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        span = line.split(" ")[0]
+        if "-" in span and ":" not in span:
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if lo <= start < hi:
+                block = lines[i + 1 : i + 40]
+                return next(int(b.split()[1]) for b in block if b.startswith("AnonHugePages:"))
+    raise AssertionError(f"no mapping holds {start:x}")
+
+
+@no_thp
+def test_collapse_puts_a_written_mapping_on_huge_pages():
+    from grader.untrusted import huge_pages
+
+    m = mmap.mmap(-1, 16 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        m.write(b"x" * (16 << 20))
+        buf = ctypes.c_char.from_buffer(m)
+        start = ctypes.addressof(buf)
+        assert any(a <= start < b for a, b in huge_pages.private_anonymous())
+        if _huge_kb(start):
+            pytest.skip("this host gives every mapping huge pages (THP 'always'): nothing to collapse")
+        taken = huge_pages.collapse([(start, start + (16 << 20))])
+        assert taken >= 7 and _huge_kb(start) >= 14 << 10, (taken, _huge_kb(start))
+        assert m[: 1 << 20] == b"x" * (1 << 20) and m[-1:] == b"x"  # the same bytes, moved
+    finally:
+        del buf
+        m.close()
+
+
+def test_a_mapping_of_a_file_or_a_read_only_one_is_left_alone(tmp_path):
+    from grader.untrusted import huge_pages
+
+    spans = huge_pages.private_anonymous()
+    assert spans, "a Python has a heap and arenas"
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    kept = {(int(a, 16), int(b, 16)) for a, b in (line.split()[0].split("-") for line in maps)}
+    assert set(spans) <= kept
+    files = [line for line in maps if len(line.split()) > 5 and line.split()[5].startswith("/")]
+    for line in files:
+        a, b = (int(x, 16) for x in line.split()[0].split("-"))
+        assert (a, b) not in spans, line
+
+
+def _server_pid(launcher_pid: int) -> int:
+    """The replay server's Python under bubblewrap's processes."""
+    for _ in range(100):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                server = b"grader.untrusted.server" in argv and not argv[0].endswith(b"bwrap")
+                if server and _descends(int(entry), launcher_pid):
+                    return int(entry)
+            except OSError:
+                continue
+        time.sleep(0.05)
+    raise AssertionError(f"no replay server under {launcher_pid}")
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat[stat.rindex(")") + 2 :].split()[1])
+    return False
+
+
+@no_thp
+@pytest.mark.integration
+@pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot start here")
+def test_a_sandboxed_warm_replay_server_is_mostly_on_huge_pages(names_txt):
+    """glibc's heap was on huge pages before (bwrap.py); Python's arenas and torch's buffers,
+    mappings of their own, were not: 2 MB of them at most, where now tens of MB are."""
+    nb = nbformat.read(ROOT / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb", 4)
+    prefix = warm_prefix(replay_cells(nb.cells, JudgeSettings(seed=JUDGE_SEED)))
+    server = ReplayServer(prefix, launch_sandboxed)
+    try:
+        server._start({"names.txt": names_txt})
+        rows, block = [], None
+        for line in Path(f"/proc/{_server_pid(server.proc.pid)}/smaps").read_text().splitlines():
+            fields = line.split()
+            if "-" in fields[0] and ":" not in fields[0]:
+                block = {"name": fields[5] if len(fields) > 5 else "", "perms": fields[1]}
+                rows.append(block)
+            elif fields[0] in ("Anonymous:", "AnonHugePages:"):
+                block[fields[0]] = int(fields[1])
+    finally:
+        server.close()
+    outside_heap = sum(r.get("AnonHugePages:", 0) for r in rows if r["name"] != "[heap]")
+    anonymous = sum(r.get("Anonymous:", 0) for r in rows)
+    huge = sum(r.get("AnonHugePages:", 0) for r in rows)
+    assert outside_heap >= 8 << 10, (outside_heap, huge, anonymous)
+    assert huge >= 0.7 * anonymous, (huge, anonymous)
