@@ -27,6 +27,21 @@ no_thp = pytest.mark.skipif(
 )
 
 
+def _collapse_failures() -> int:
+    """How often this host's kernel found no free huge page to collapse into (/proc/vmstat)."""
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        if line.startswith("thp_collapse_alloc_failed "):
+            return int(line.split()[1])
+    return 0
+
+
+def _unless_no_free_huge_pages(ok: bool, failures_before: int, seen) -> None:
+    """A fragmented host may have no 2 MB page free to give: that is no fault of the kit's."""
+    if not ok and _collapse_failures() > failures_before:
+        pytest.skip(f"the host had no free huge pages to collapse into ({seen})")
+    assert ok, seen
+
+
 def _huge_kb(start: int) -> int:
     """kB on huge pages of the mapping that holds `start` (smaps)."""
     lines = Path("/proc/self/smaps").read_text().splitlines()
@@ -52,8 +67,10 @@ def test_collapse_puts_a_written_mapping_on_huge_pages():
         assert any(a <= start < b for a, b in huge_pages.private_anonymous())
         if _huge_kb(start):
             pytest.skip("this host gives every mapping huge pages (THP 'always'): nothing to collapse")
+        failures = _collapse_failures()
         taken = huge_pages.collapse([(start, start + (16 << 20))])
-        assert taken >= 7 and _huge_kb(start) >= 14 << 10, (taken, _huge_kb(start))
+        ok = taken >= 7 and _huge_kb(start) >= 14 << 10
+        _unless_no_free_huge_pages(ok, failures, (taken, _huge_kb(start)))
         assert m[: 1 << 20] == b"x" * (1 << 20) and m[-1:] == b"x"  # the same bytes, moved
     finally:
         del buf
@@ -108,7 +125,7 @@ def test_a_sandboxed_warm_replay_server_is_mostly_on_huge_pages(names_txt):
     mappings of their own, were not: 2 MB of them at most, where now tens of MB are."""
     nb = nbformat.read(ROOT / "release" / spec.ASSIGNMENT / f"{spec.NOTEBOOK}.ipynb", 4)
     prefix = warm_prefix(replay_cells(nb.cells, JudgeSettings(seed=JUDGE_SEED)))
-    server = ReplayServer(prefix, launch_sandboxed)
+    server, failures = ReplayServer(prefix, launch_sandboxed), _collapse_failures()
     try:
         server._start({"names.txt": names_txt})
         rows, block = [], None
@@ -124,5 +141,5 @@ def test_a_sandboxed_warm_replay_server_is_mostly_on_huge_pages(names_txt):
     outside_heap = sum(r.get("AnonHugePages:", 0) for r in rows if r["name"] != "[heap]")
     anonymous = sum(r.get("Anonymous:", 0) for r in rows)
     huge = sum(r.get("AnonHugePages:", 0) for r in rows)
-    assert outside_heap >= 8 << 10, (outside_heap, huge, anonymous)
-    assert huge >= 0.7 * anonymous, (huge, anonymous)
+    ok = outside_heap >= 8 << 10 and huge >= 0.7 * anonymous
+    _unless_no_free_huge_pages(ok, failures, (outside_heap, huge, anonymous))
