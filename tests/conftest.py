@@ -177,6 +177,24 @@ def synthetic_batch(seed: int, batch_size: int, vocab_size: int = 27):
     return Xb, Yb
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process under `pid`, alive now (a parent before its children)."""
+    parent = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        parent[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out += kids
+        todo += kids
+    return out
+
+
 def find_names_txt() -> Path | None:
     for p in (
         os.environ.get("NAMES_TXT"),

@@ -146,7 +146,7 @@ def wrong_when_blocked(main: RunResult, fresh: FreshInputs, exercise: GradedExer
     run would change no verdict and no flag, and is not made."""
     if any(_right_in(main, g, fresh, exercise) is False for g in exercise.gradients):
         return True
-    return _trained(main, fresh, exercise) is False
+    return watch_training(main, fresh, exercise)
 
 
 def watch_training(main: RunResult, fresh: FreshInputs, exercise: GradedExercise = spec.NINJA) -> bool:

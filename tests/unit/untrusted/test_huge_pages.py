@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-import time
+import re
 from pathlib import Path
 
 import nbformat
@@ -19,11 +19,12 @@ from grader.replay.plan import replay_cells, warm_prefix
 from grader.settings import JudgeSettings
 from grader.untrusted import huge_pages
 
-from conftest import JUDGE_SEED, ROOT
+from conftest import JUDGE_SEED, ROOT, descendants
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+KERNEL = tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2])
 no_thp = pytest.mark.skipif(
-    not THP.exists() or "[never]" in THP.read_text() or os.uname().release.split(".")[:2] < ["6", "1"],
+    not THP.exists() or "[never]" in THP.read_text() or KERNEL < (6, 1),
     reason="no transparent huge pages, or a kernel before MADV_COLLAPSE (Linux 6.1)",
 )
 
@@ -91,29 +92,15 @@ def test_a_mapping_of_a_file_or_a_read_only_one_is_left_alone():
 
 
 def _server_pid(launcher_pid: int) -> int:
-    """The replay server's Python under bubblewrap's processes."""
-    for _ in range(100):
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-                server = b"grader.untrusted.server" in argv and not argv[0].endswith(b"bwrap")
-                if server and _descends(int(entry), launcher_pid):
-                    return int(entry)
-            except OSError:
-                continue
-        time.sleep(0.05)
+    """The replay server's Python under bubblewrap's processes (it has said it is ready)."""
+    for pid in descendants(launcher_pid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"grader.untrusted.server" in argv and not argv[0].endswith(b"bwrap"):
+            return pid
     raise AssertionError(f"no replay server under {launcher_pid}")
-
-
-def _descends(pid: int, ancestor: int) -> bool:
-    while pid > 1:
-        if pid == ancestor:
-            return True
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        pid = int(stat[stat.rindex(")") + 2 :].split()[1])
-    return False
 
 
 @no_thp

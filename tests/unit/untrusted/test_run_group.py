@@ -25,7 +25,7 @@ from grader.replay.plan import joint_runs, replay_cells, run_order, warm_prefix,
 from grader.settings import JudgeSettings
 from grader.untrusted.protocol import BLOCK, STATUS_OK, run_name_local
 
-from conftest import JUDGE_SEED, ROOT
+from conftest import JUDGE_SEED, ROOT, descendants
 
 pytestmark = pytest.mark.integration
 
@@ -131,10 +131,10 @@ def test_a_run_over_its_time_ends_its_group_and_the_next_starts_a_new_one(releas
     runs.timeout = 3.0
     try:
         before = runs.one(run_name_local("dnorm_logits"), BLOCK, group=True)
-        first_group = set(_children(server.proc.pid))
+        first_group = set(descendants(server.proc.pid))
         slow = runs.one(run_name_local("dlogit_maxes"), BLOCK, group=True)
         after = runs.one(run_name_local("dlogits"), BLOCK, group=True)
-        second_group = set(_children(server.proc.pid))
+        second_group = set(descendants(server.proc.pid))
     finally:
         server.close()
     assert before.status == STATUS_OK and after.status == STATUS_OK
@@ -151,24 +151,6 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
-
-
-def _children(pid: int) -> list[int]:
-    """Every descendant of `pid`."""
-    parent = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        parent[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        kids = [c for c, pp in parent.items() if pp == p]
-        out += kids
-        todo += kids
-    return out
 
 
 COUNT = "open('/tmp/seen', 'a').write('x')\nruns_seen = len(open('/tmp/seen').read())\n"
