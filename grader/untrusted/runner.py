@@ -23,16 +23,10 @@ import torch
 from ..exercise import spec
 from ..exercise.cells import strip_magics
 from ..exercise.compare import MISSING
+from . import known_cells
 from .assigned import assigned, own_names
 from .autograd_guard import Guard
-from .backward_call import (
-    BackwardFailed,
-    accepted_names,
-    as_update,
-    call_manual_backward,
-    raised,
-    taken,
-)
+from .backward_call import BackwardFailed, accepted_names, as_update, call_manual_backward, raised, taken
 from .derivative_block import UNAVAILABLE
 from .protocol import (
     AS_SUBMITTED,
@@ -124,7 +118,7 @@ class Runner:
         self.cpu[where] = self.cpu.get(where, 0.0) + max(seconds, 0.0)  # a system tick may overshoot
 
     # ------------------------------------------------------------ executing cells
-    def run_cell(self, ns: dict, cell: dict, inject: dict | None = None) -> None:
+    def run_cell(self, ns: dict, cell: dict, inject: dict | None = None, twin=None) -> None:
         label = cell["label"]
         try:
             tree = ast.parse(strip_magics(cell["source"]), filename=label)
@@ -146,6 +140,10 @@ class Runner:
             finally:
                 if self.guard:
                     self.guard.check()
+                if twin:
+                    twin.after_statement(ns)
+        if twin:
+            twin.done(ns)
 
     def _exec(self, ns: dict, stmt, label: str) -> BaseException | None:
         """One statement, within the plan's time; its CPU seconds are the cell's, and the
@@ -175,7 +173,7 @@ class Runner:
 
     def setup(self, ns: dict, start: int = 0) -> dict:
         for cell in self.plan["cells"][start : self.plan["first_answer"]]:
-            self.run_cell(ns, cell)
+            self.run_cell(ns, cell, twin=known_cells.twin_for(cell["source"]))  # the data split, vectorised
         return ns
 
     # ------------------------------------------------------------ the runs

@@ -34,6 +34,39 @@ class Dataset:
         return len(self.itos)
 
 
+# The notebook's data-split cell, as students read it (a test checks the notebook holds it): the
+# warm servers recognise it by this text and build its splits with build_dataset below
+# (grader/untrusted/known_cells.py).
+DATA_SPLIT_CELL = """\
+# build the dataset
+block_size = 3 # context length: how many characters do we take to predict the next one?
+
+def build_dataset(words):
+  X, Y = [], []
+
+  for w in words:
+    context = [0] * block_size
+    for ch in w + '.':
+      ix = stoi[ch]
+      X.append(context)
+      Y.append(ix)
+      context = context[1:] + [ix] # crop and append
+
+  X = torch.tensor(X)
+  Y = torch.tensor(Y)
+  print(X.shape, Y.shape)
+  return X, Y
+
+random.seed(42)
+random.shuffle(words)
+n1 = int(0.8*len(words))
+n2 = int(0.9*len(words))
+
+Xtr,  Ytr  = build_dataset(words[:n1])     # 80%
+Xdev, Ydev = build_dataset(words[n1:n2])   # 10%
+Xte,  Yte  = build_dataset(words[n2:])     # 10%"""
+
+
 def build_dataset(words: list[str], stoi: dict[str, int], block_size: int = BLOCK_SIZE):
     """The notebook's loop (each character of each word, with the `block_size` before it, the
     word padded with "." in front), as the tensors it makes, without a Python step per example:
