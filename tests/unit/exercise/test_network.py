@@ -5,6 +5,7 @@ grader/reference/backprop_ninja/rules.py is the reference it must agree with."""
 
 from __future__ import annotations
 
+import ast
 import random
 
 import pytest
@@ -127,16 +128,12 @@ def test_dataset_split_is_the_notebooks_shuffle(lecture_dataset, lecture_words):
 
 
 def _lectures_loop(words, stoi, block_size):
-    """The notebook's build_dataset, as the lecture writes it."""
-    X, Y = [], []
-    for w in words:
-        context = [0] * block_size
-        for ch in w + ".":
-            ix = stoi[ch]
-            X.append(context)
-            Y.append(ix)
-            context = context[1:] + [ix]
-    return torch.tensor(X), torch.tensor(Y)
+    """The notebook's build_dataset, as the lecture writes it: the function its data-split cell
+    defines (network.DATA_SPLIT_CELL), reading the cell's globals from here, printing nothing."""
+    defs = [node for node in ast.parse(network.DATA_SPLIT_CELL).body if isinstance(node, ast.FunctionDef)]
+    ns = {"stoi": stoi, "block_size": block_size, "torch": torch, "print": lambda *a: None}
+    exec(compile(ast.Module(defs, []), "<data_split>", "exec"), ns)
+    return ns["build_dataset"](words)
 
 
 @pytest.mark.parametrize("block_size", [1, 3, 5])
