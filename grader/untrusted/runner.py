@@ -118,7 +118,9 @@ class Runner:
         self.cpu[where] = self.cpu.get(where, 0.0) + max(seconds, 0.0)  # a system tick may overshoot
 
     # ------------------------------------------------------------ executing cells
-    def run_cell(self, ns: dict, cell: dict, inject: dict | None = None, twin=None) -> None:
+    def run_cell(
+        self, ns: dict, cell: dict, inject: dict | None = None, twin: known_cells.DataSplitTwin | None = None
+    ) -> None:
         label = cell["label"]
         try:
             tree = ast.parse(strip_magics(cell["source"]), filename=label)

@@ -35,7 +35,7 @@ class Dataset:
 
 
 # The notebook's data-split cell, as students read it (a test checks the notebook holds it): the
-# warm servers recognise it by this text and build its splits with build_dataset below
+# warm servers recognise it by its code and build its splits with build_dataset below
 # (grader/untrusted/known_cells.py).
 DATA_SPLIT_CELL = """\
 # build the dataset
